@@ -1,0 +1,58 @@
+"""Domain errors. Each carries the HTTP status the API maps it to.
+
+Logic and database code raise these; routers never build error responses by
+hand, and the CLI prints ``str(error)`` as its one line on stderr.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+
+class WmsError(Exception):
+    """Base of every error the system reports to a user."""
+
+    status: HTTPStatus = HTTPStatus.INTERNAL_SERVER_ERROR
+
+    def __init__(self, message: str, *, where: str | None = None) -> None:
+        self.message = message
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class InvalidInput(WmsError):
+    """The request is malformed or breaks a rule; nothing was stored."""
+
+    status = HTTPStatus.BAD_REQUEST
+
+
+class JDLError(InvalidInput):
+    """A job description cannot be parsed or is not a valid job.
+
+    ``where`` names the source (a file name or ``job 3``) and, when known,
+    the line and column: ``hello.jdl:4:12``.
+    """
+
+
+class ConfigError(WmsError):
+    """A configuration file is wrong: ``where`` is ``file:line``."""
+
+    status = HTTPStatus.INTERNAL_SERVER_ERROR
+
+
+class NotFound(WmsError):
+    status = HTTPStatus.NOT_FOUND
+
+
+class Forbidden(WmsError):
+    status = HTTPStatus.FORBIDDEN
+
+
+class Unauthorized(WmsError):
+    status = HTTPStatus.UNAUTHORIZED
+
+
+class Conflict(WmsError):
+    """The request cannot be applied in the object's current state."""
+
+    status = HTTPStatus.CONFLICT

@@ -1,0 +1,170 @@
+"""Tables of the job and task-queue store (SQLAlchemy Core).
+
+One metadata for the whole database; Alembic migrations in
+``wms/db/migrations`` create exactly these tables. Timestamps are stored as
+timezone-naive UTC (``UtcDateTime`` converts), because MariaDB has no
+timezone-aware type and the three databases must behave the same.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+)
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING)
+
+
+class UtcDateTime(TypeDecorator):
+    """An aware UTC datetime in Python, a naive UTC column in the database."""
+
+    impl = DateTime(timezone=False)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc)
+
+
+# MariaDB wants a length on indexed strings; 255 keeps keys within limits.
+Name = String(255)
+# A long text column; MEDIUMTEXT-sized on MariaDB (JDLs may exceed 64 KiB).
+LongText = Text().with_variant(Text(length=16_777_215), "mysql", "mariadb")
+
+# Pool and task-queue keys are hex digests.
+Key = String(64)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("job_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("job_name", Name, nullable=False, default=""),
+    Column("owner", Name, nullable=False),
+    Column("owner_group", Name, nullable=False),
+    Column("vo", Name, nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("minor_status", String(512), nullable=False, default=""),
+    # Before matching: one site, "Multiple" or "ANY"; after: where it runs.
+    Column("site", Name, nullable=False, default="ANY"),
+    # Site/CE/Queue once matched, "" before.
+    Column("queue", String(767), nullable=False, default=""),
+    Column("submit_pool", Key, nullable=True),
+    Column("task_queue_id", Integer, ForeignKey("task_queues.tq_id"), nullable=True),
+    Column("priority", Integer, nullable=False, default=0),
+    Column("cpu_time", Integer, nullable=False, default=0),
+    Column("submission_time", UtcDateTime, nullable=False),
+    Column("last_update_time", UtcDateTime, nullable=False),
+    Index("ix_jobs_owner_status", "owner", "status"),
+    Index("ix_jobs_status", "status"),
+    Index("ix_jobs_task_queue_id_status", "task_queue_id", "status"),
+    Index("ix_jobs_submit_pool", "submit_pool"),
+)
+
+job_jdls = Table(
+    "job_jdls",
+    metadata,
+    Column("job_id", ForeignKey("jobs.job_id", ondelete="CASCADE"), primary_key=True),
+    # As the user wrote it (after parametric expansion)...
+    Column("original_jdl", LongText, nullable=False),
+    # ...and as the optimizer chain left it (Site, SubmitPool, Owner set).
+    Column("jdl", LongText, nullable=False),
+)
+
+status_history = Table(
+    "status_history",
+    metadata,
+    Column("entry_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("job_id", ForeignKey("jobs.job_id", ondelete="CASCADE"), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("minor_status", String(512), nullable=False, default=""),
+    Column("source", String(128), nullable=False),
+    Column("time", UtcDateTime, nullable=False),
+    Index("ix_status_history_job_id", "job_id", "entry_id"),
+)
+
+submit_pools = Table(
+    "submit_pools",
+    metadata,
+    Column("pool_id", Key, primary_key=True),
+    # The canonical requirements as JSON: what the hash was computed from.
+    Column("requirements", LongText, nullable=False),
+    Column("vo", Name, nullable=False),
+    Column("created", UtcDateTime, nullable=False),
+    # When the eligible queues were last computed.
+    Column("last_update", UtcDateTime, nullable=False),
+    # When the last job using the pool left it; the cleaner's grace starts here.
+    Column("last_used", UtcDateTime, nullable=False),
+)
+
+pool_queues = Table(
+    "pool_queues",
+    metadata,
+    Column("pool_id", ForeignKey("submit_pools.pool_id", ondelete="CASCADE"), primary_key=True),
+    Column("site", Name, primary_key=True),
+    Column("ce", Name, primary_key=True),
+    Column("queue", Name, primary_key=True),
+    Column("updated", UtcDateTime, nullable=False),
+    # getSubmitPoolsForQueue reads by queue.
+    Index("ix_pool_queues_site_ce_queue", "site", "ce", "queue", "pool_id"),
+)
+
+task_queues = Table(
+    "task_queues",
+    metadata,
+    Column("tq_id", Integer, primary_key=True, autoincrement=True),
+    # Digest of the scheduling-relevant content: one task queue per distinct key.
+    Column("tq_key", Key, nullable=False, unique=True),
+    Column("owner", Name, nullable=False),
+    Column("owner_group", Name, nullable=False),
+    Column("vo", Name, nullable=False),
+    Column("submit_pool", Key, nullable=True),
+    # Upper bound of the CPUTime segment the jobs fall into.
+    Column("cpu_time", Integer, nullable=False),
+    # The scheduling definition as JSON (sites, banned sites, platforms,
+    # tags, requirements expression, resource requests, ...).
+    Column("definition", LongText, nullable=False),
+    Column("priority", Integer, nullable=False, default=1),
+    Column("created", UtcDateTime, nullable=False),
+    Index("ix_task_queues_submit_pool", "submit_pool"),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    # SHA-256 of the bearer token: the token itself is never stored.
+    Column("token_hash", String(64), primary_key=True),
+    Column("user", Name, nullable=False),
+    Column("user_group", Name, nullable=False),
+    Column("vo", Name, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("description", String(255), nullable=False, default=""),
+    Column("created", UtcDateTime, nullable=False),
+    Column("expires", UtcDateTime, nullable=True),
+)
