@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
 )
+from sqlalchemy.dialects import mysql
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -40,6 +41,13 @@ class UtcDateTime(TypeDecorator):
     impl = DateTime(timezone=False)
     cache_ok = True
 
+    def load_dialect_impl(self, dialect):
+        # MariaDB's DATETIME drops the fraction of a second unless asked:
+        # keep microseconds there too, so the three databases agree.
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(DateTime(timezone=False))
+
     def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
         if value is None:
             return None
@@ -56,7 +64,7 @@ class UtcDateTime(TypeDecorator):
 # MariaDB wants a length on indexed strings; 255 keeps keys within limits.
 Name = String(255)
 # A long text column; MEDIUMTEXT-sized on MariaDB (JDLs may exceed 64 KiB).
-LongText = Text().with_variant(Text(length=16_777_215), "mysql", "mariadb")
+LongText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
 
 # Pool and task-queue keys are hex digests.
 Key = String(64)
@@ -84,7 +92,11 @@ jobs = Table(
     Index("ix_jobs_owner_status", "owner", "status"),
     Index("ix_jobs_status", "status"),
     Index("ix_jobs_task_queue_id_status", "task_queue_id", "status"),
-    Index("ix_jobs_submit_pool", "submit_pool"),
+    # The pool cleaner and jobs_of_pool ask for a pool's jobs in given states.
+    Index("ix_jobs_submit_pool", "submit_pool", "status"),
+    # Job ids are never reused, on SQLite too (INTEGER PRIMARY KEY alone
+    # hands out a deleted highest id again).
+    sqlite_autoincrement=True,
 )
 
 job_jdls = Table(
@@ -127,9 +139,12 @@ pool_queues = Table(
     "pool_queues",
     metadata,
     Column("pool_id", ForeignKey("submit_pools.pool_id", ondelete="CASCADE"), primary_key=True),
-    Column("site", Name, primary_key=True),
+    # Shorter than Name: InnoDB keys hold at most 3072 bytes, and with
+    # utf8mb4 (4 bytes a character) 64 + 3 * 255 characters would not fit.
+    # CE names are host names (at most 253); sites and queues are short.
+    Column("site", String(128), primary_key=True),
     Column("ce", Name, primary_key=True),
-    Column("queue", Name, primary_key=True),
+    Column("queue", String(128), primary_key=True),
     Column("updated", UtcDateTime, nullable=False),
     # getSubmitPoolsForQueue reads by queue.
     Index("ix_pool_queues_site_ce_queue", "site", "ce", "queue", "pool_id"),
@@ -153,6 +168,8 @@ task_queues = Table(
     Column("priority", Integer, nullable=False, default=1),
     Column("created", UtcDateTime, nullable=False),
     Index("ix_task_queues_submit_pool", "submit_pool"),
+    # Task-queue ids key caches: never reuse one (see jobs).
+    sqlite_autoincrement=True,
 )
 
 tokens = Table(

@@ -1,0 +1,48 @@
+"""The FastAPI application: routers under /api/v1, errors mapped once.
+
+``create_app(runtime)`` takes everything explicitly, so tests build an app
+on a SQLite runtime with their own clock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from wms import __version__
+from wms.api import routes_jobs, routes_pools
+from wms.api.deps import public
+from wms.core.errors import WmsError
+from wms.services.runtime import Runtime
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) -> FastAPI:
+    app = FastAPI(title="WMS", version=__version__, docs_url="/docs", openapi_url="/openapi.json")
+    app.state.runtime = runtime
+    app.state.clock = clock
+
+    @app.exception_handler(WmsError)
+    def wms_error(request: Request, exc: WmsError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return JSONResponse({"detail": str(exc)}, status_code=int(exc.status), headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return JSONResponse({"detail": f"{where}: {first.get('msg')}", "errors": exc.errors()}, status_code=422)
+
+    @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)])
+    def health() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    app.include_router(routes_jobs.router, prefix=API_PREFIX)
+    app.include_router(routes_jobs.match_router, prefix=API_PREFIX)
+    app.include_router(routes_pools.router, prefix=API_PREFIX)
+    return app

@@ -1,0 +1,65 @@
+"""The HTTP client every command uses: server from WMS_URL, token from
+WMS_TOKEN or ~/.config/wms/token. Errors become ``ClientError`` with the
+server's one-line reason."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+API = "/api/v1"
+
+
+class ClientError(Exception):
+    """A request failed; ``str()`` is the one line to print."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def token_file() -> Path:
+    return Path(os.environ.get("HOME", str(Path.home()))) / ".config" / "wms" / "token"
+
+
+def find_token() -> str:
+    token = os.environ.get("WMS_TOKEN", "").strip()
+    if token:
+        return token
+    path = token_file()
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        raise ClientError(f"no token: set WMS_TOKEN or write one to {path} (wms admin token create)") from None
+
+
+class Client:
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 60.0) -> None:
+        self.url = (url or os.environ.get("WMS_URL") or DEFAULT_URL).rstrip("/")
+        self.token = token if token is not None else find_token()
+        self.http = httpx.Client(
+            base_url=self.url + API, headers={"Authorization": f"Bearer {self.token}"}, timeout=timeout
+        )
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ClientError(f"cannot reach the WMS server at {self.url}: {exc}") from None
+        if response.is_success:
+            return response.json()
+        try:
+            detail = response.json().get("detail")
+        except ValueError:
+            detail = None
+        raise ClientError(str(detail or f"HTTP {response.status_code} {response.reason_phrase}"), response.status_code)
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def post(self, path: str, body: Any) -> Any:
+        return self.request("POST", path, json=body)

@@ -1,0 +1,363 @@
+"""`wms`: the command line of the workload manager.
+
+Job and pool commands are thin HTTP clients of the API; `up`, `server`,
+`db upgrade` and `admin token create` act on the server side (its
+configuration and database) and are run where the server runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from wms.cli import output
+from wms.cli.client import Client, ClientError
+
+JOB_COLUMNS = ["JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", "Queue", "SubmitPool", "TaskQueue"]
+
+
+class UsageError(Exception):
+    """Bad command-line usage: exit status 2."""
+
+
+# --------------------------------------------------------------- parsing helpers
+def parse_requests(text: str) -> dict[str, str]:
+    """``-l r=v,r2=v2`` as a mapping (Grid Engine's resource request list)."""
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise UsageError(f"-l {text}: expected name=value[,name=value...], got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+class RequestAction(argparse.Action):
+    """``-l``: into the hard or the soft list, depending on the last -hard/-soft."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        target = "soft_requests" if getattr(namespace, "soft_mode", False) else "hard_requests"
+        merged = dict(getattr(namespace, target) or {})
+        merged.update(parse_requests(values))
+        setattr(namespace, target, merged)
+
+
+class ModeAction(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.soft_mode = option_string == "-soft"
+
+
+def read_jdl(path: str) -> tuple[str, str]:
+    if path == "-":
+        return "<stdin>", sys.stdin.read()
+    try:
+        return path, Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def job_ids(values: Sequence[str]) -> list[int]:
+    ids = []
+    for value in values:
+        if not value.isdigit():
+            raise UsageError(f"not a job id: {value!r}")
+        ids.append(int(value))
+    return ids
+
+
+# --------------------------------------------------------------- client commands
+def cmd_submit(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"jdls": [dict(zip(("source", "text"), read_jdl(f))) for f in args.files]}
+    if args.hard_requests:
+        body["resource_requests"] = args.hard_requests
+    if args.soft_requests:
+        body["soft_resource_requests"] = args.soft_requests
+    if args.pe:
+        name, slots = args.pe
+        if not slots.isdigit() or int(slots) < 1:
+            raise UsageError(f"-pe {name} {slots}: the slot count must be a positive integer")
+        body["parallel_environment"], body["slots"] = name, int(slots)
+    for key, value in (("reservation", args.ar), ("project", args.project), ("job_name", args.name)):
+        if value is not None:
+            body[key] = value
+    result = Client().post("/jobs", body)
+    if args.json:
+        output.as_json(result)
+    else:
+        for job_id in result["job_ids"]:
+            print(job_id)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    rows = Client().get("/jobs", job_id=job_ids(args.ids))
+    return show(args, rows, JOB_COLUMNS)
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    rows = Client().get("/jobs", status=args.status, owner=args.owner, limit=args.limit)
+    return show(args, rows, JOB_COLUMNS)
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    result = Client().post("/jobs/kill", {"job_ids": job_ids(args.ids)})
+    if args.json:
+        output.as_json(result)
+        return 0
+    for job_id in result["killed"]:
+        print(f"{job_id} killed")
+    for job_id, reason in result["not_killed"].items():
+        print(f"{job_id} not killed: {reason}")
+    return 0
+
+
+def cmd_logging_info(args: argparse.Namespace) -> int:
+    [job_id] = job_ids([args.id])
+    rows = Client().get(f"/jobs/{job_id}/history")
+    return show(args, rows, ["Status", "MinorStatus", "Source", "Time"])
+
+
+def cmd_jdl(args: argparse.Namespace) -> int:
+    [job_id] = job_ids([args.id])
+    result = Client().get(f"/jobs/{job_id}/jdl")
+    if args.json:
+        output.as_json(result)
+    else:
+        print(result["OriginalJDL"] if args.original else result["JDL"])
+    return 0
+
+
+def cmd_pools(args: argparse.Namespace) -> int:
+    given = [v is not None for v in (args.site, args.ce, args.queue)]
+    client = Client()
+    if any(given):
+        if not all(given):
+            raise UsageError("--site, --ce and --queue go together (getSubmitPoolsForQueue)")
+        pools = client.get("/matcher/submit-pools", site=args.site, ce=args.ce, queue=args.queue)
+        if args.json:
+            output.as_json(pools)
+        else:
+            for pool in pools:
+                print(pool)
+        return 0
+    rows = client.get("/pools")
+    if args.json:
+        output.as_json([row["SubmitPool"] for row in rows])
+        return 0
+    for row in rows:
+        row["Requirements"] = output.cell(row["Requirements"])
+        row["Jobs"] = output.cell(row.get("Jobs") or {})
+    output.table(rows, ["SubmitPool", "VO", "QueueCount", "Jobs", "LastUpdate", "Requirements"])
+    return 0
+
+
+def cmd_match_queues(args: argparse.Namespace) -> int:
+    client = Client()
+    if args.target.isdigit():
+        result = client.get(f"/jobs/{int(args.target)}/match-queues")
+    else:
+        source, text = read_jdl(args.target)
+        result = client.post("/match-queues", {"source": source, "text": text})
+    if args.json:
+        output.as_json(result["eligible"])
+        return 0
+    for name in result["eligible"]:
+        print(name)
+    if args.verbose:
+        rows = [{"Queue": q, "Reason": r} for q, r in sorted(result["rejected"].items())]
+        if rows:
+            print()
+            output.table(rows, ["Queue", "Reason"])
+    elif not result["eligible"]:
+        print("no queue can run this job (-v says why)", file=sys.stderr)
+    return 0
+
+
+def cmd_task_queues(args: argparse.Namespace) -> int:
+    rows = Client().get("/task-queues")
+    if args.json:
+        output.as_json(rows)
+        return 0
+    for row in rows:
+        d = row["Definition"]
+        row["Sites"] = output.cell(d.get("sites")) or "ANY"
+        row["Platforms"] = output.cell(d.get("platforms"))
+        row["Tags"] = output.cell(d.get("tags"))
+    output.table(
+        rows,
+        ["TaskQueue", "Owner", "OwnerGroup", "SubmitPool", "CPUTime", "Priority", "WaitingJobs", "Sites", "Platforms", "Tags"],
+    )
+    return 0
+
+
+def show(args: argparse.Namespace, rows: list[dict[str, Any]], columns: list[str]) -> int:
+    if args.json:
+        output.as_json(rows)
+    else:
+        output.table(rows, columns)
+    return 0
+
+
+# --------------------------------------------------------------- server-side commands
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from wms.config import load_config
+    from wms.db.engine import make_engine
+    from wms.db.migrate import upgrade
+
+    config = load_config(args.config_dir)
+    upgrade(make_engine(config.settings.database_url))
+    print(f"database at {safe_url(config.settings.database_url)} is up to date")
+    return 0
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    from datetime import datetime, timedelta, timezone
+
+    from wms.config import load_config
+    from wms.core.identity import Identity
+    from wms.db.engine import make_engine
+    from wms.services.tokens import create_token
+
+    config = load_config(args.config_dir)
+    lifetime = timedelta(days=args.days) if args.days else None
+    identity = Identity(user=args.user, group=args.group, vo=args.vo, role=args.role)
+    token = create_token(
+        make_engine(config.settings.database_url), identity, datetime.now(timezone.utc),
+        description=args.description, lifetime=lifetime,
+    )
+    print(token)
+    return 0
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    from wms.server import serve
+
+    return serve(args.config_dir, args.bind, embedded=False)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from wms.server import serve
+
+    return serve(args.config_dir, args.bind, embedded=True)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from wms.bench import run_bench
+
+    return run_bench(args)
+
+
+def safe_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+# --------------------------------------------------------------- the parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wms", description="Workload management: submit and follow jobs.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, func: Callable[[argparse.Namespace], int], help: str, json: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(func=func)
+        if json:
+            p.add_argument("--json", action="store_true", help="print one JSON document")
+        return p
+
+    def server_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", dest="config_dir", default=None, help="configuration directory (WMS_CONFIG, ./config)")
+        p.add_argument("--bind", default=None, help="HOST:PORT to listen on (default: bind in wms.yaml)")
+
+    p = command("up", cmd_up, "run the whole system in one process (API, agents, local pilots; SQLite by default)", json=False)
+    server_options(p)
+    p = command("server", cmd_server, "run the HTTP API (stateless; run several behind a balancer)", json=False)
+    server_options(p)
+
+    p = command("db", lambda a: (a.db_parser.print_help(), 2)[1], "database administration", json=False)
+    db_sub = p.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
+    p.set_defaults(db_parser=p)
+    up = db_sub.add_parser("upgrade", help="create or migrate the schema")
+    up.add_argument("--config", dest="config_dir", default=None)
+    up.set_defaults(func=cmd_db_upgrade)
+
+    p = command("admin", lambda a: 2, "administration on the server's database", json=False)
+    admin_sub = p.add_subparsers(dest="admin_command", required=True, metavar="SUBCOMMAND")
+    token = admin_sub.add_parser("token", help="bearer tokens").add_subparsers(dest="token_command", required=True)
+    create = token.add_parser("create", help="create a token and print it")
+    create.add_argument("--user", required=True)
+    create.add_argument("--group", required=True)
+    create.add_argument("--vo", required=True)
+    create.add_argument("--role", required=True, choices=["user", "pilot", "operator", "manager"])
+    create.add_argument("--description", default="")
+    create.add_argument("--days", type=int, default=None, help="lifetime in days (default: no expiry)")
+    create.add_argument("--config", dest="config_dir", default=None)
+    create.set_defaults(func=cmd_token_create)
+
+    p = command("submit", cmd_submit, "submit jobs; prints one job ID per line")
+    p.add_argument("files", nargs="+", metavar="FILE.jdl", help="JDL files ('-' reads standard input)")
+    p.add_argument("-l", metavar="r=v,..", action=RequestAction, help="resource requests (hard unless after -soft)")
+    p.add_argument("-soft", nargs=0, action=ModeAction, help="following -l requests are soft")
+    p.add_argument("-hard", nargs=0, action=ModeAction, help="following -l requests are hard (default)")
+    p.add_argument("-pe", nargs=2, metavar=("PE", "N"), help="parallel environment and slot count")
+    p.add_argument("-ar", type=int, metavar="ID", help="run inside advance reservation ID")
+    p.add_argument("-P", dest="project", metavar="PRJ", help="project")
+    p.add_argument("-N", dest="name", metavar="NAME", help="job name")
+    p.set_defaults(hard_requests=None, soft_requests=None, soft_mode=False)
+
+    p = command("status", cmd_status, "state, minor status, site, queue and pool of jobs")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p = command("jobs", cmd_jobs, "list jobs (users see their own)")
+    p.add_argument("--status")
+    p.add_argument("--owner")
+    p.add_argument("--limit", type=int)
+    p = command("kill", cmd_kill, "kill jobs")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p = command("logging-info", cmd_logging_info, "the state history of a job")
+    p.add_argument("id", metavar="ID")
+    p = command("jdl", cmd_jdl, "the JDL of a job as the optimizers left it")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--original", action="store_true", help="as submitted")
+    p = command("pools", cmd_pools, "SubmitPools; with --site/--ce/--queue: getSubmitPoolsForQueue")
+    p.add_argument("--site")
+    p.add_argument("--ce")
+    p.add_argument("--queue")
+    p = command("match-queues", cmd_match_queues, "the queues that could run a job or a JDL file")
+    p.add_argument("target", metavar="ID|FILE.jdl")
+    p.add_argument("-v", "--verbose", action="store_true", help="also say why each other queue cannot")
+    command("task-queues", cmd_task_queues, "the task queues, their jobs and priorities")
+
+    p = command("bench", cmd_bench, "benchmarks (docs/benchmarks.md)", json=False)
+    bench_sub = p.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
+    b = bench_sub.add_parser("submit", help="jobs per second through the optimizer chain, in bulk")
+    b.add_argument("--database", default="sqlite", help="sqlite, postgresql, mariadb or a database URL")
+    b.add_argument("--jobs", type=int, default=20000, help="jobs per run")
+    b.add_argument("--batch", type=int, default=1000, help="jobs per submission")
+    b.add_argument("--runs", type=int, default=3, help="runs; the median is reported")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from wms.core.errors import WmsError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    prog = f"wms {args.command}"
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    except (ClientError, WmsError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""Loading and checking the configuration directory (INTERFACE.md,
+"Configuration directory": ``--config DIR``, ``WMS_CONFIG``, ``./config``).
+
+:func:`load_config` reads the four files, checks each one completely and
+returns a frozen :class:`Config`. Any problem raises ConfigError whose
+``where`` is ``file:line``, so nothing starts on a wrong configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from wms.config.models import (
+    ClusterConfig,
+    OperationsConfig,
+    Problem,
+    ResourcesFile,
+    Settings,
+    check_sites,
+    merged_parameter_types,
+)
+from wms.config.yamlfile import KeyPath, dotted_path, line_of, load_yaml_with_lines
+from wms.core.errors import ConfigError
+from wms.core.resources import Resources
+
+WMS_FILE = "wms.yaml"
+RESOURCES_FILE = "resources.yaml"
+CLUSTER_FILE = "cluster.yaml"
+OPERATIONS_FILE = "operations.yaml"
+CONFIG_FILES = (WMS_FILE, RESOURCES_FILE, CLUSTER_FILE, OPERATIONS_FILE)
+
+ENV_CONFIG = "WMS_CONFIG"
+ENV_OVERRIDES = {"WMS_DATABASE_URL": "database_url", "WMS_BROKER_URL": "broker_url"}
+DEFAULT_CONFIG_DIR = "config"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The loaded configuration directory.
+
+    ``settings`` is wms.yaml, ``resources`` the validated content of the
+    ``Sites`` mapping of resources.yaml as plain dicts (what
+    :class:`wms.core.resources.Resources` takes), ``cluster`` cluster.yaml,
+    ``operations`` operations.yaml. ``lines`` keeps, per file name, the
+    line of every key path, so later checks can name ``file:line`` too.
+    """
+
+    directory: Path
+    settings: Settings
+    resources: dict[str, Any]
+    cluster: ClusterConfig
+    operations: OperationsConfig
+    lines: Mapping[str, Mapping[KeyPath, int]] = field(default_factory=dict, repr=False)
+
+    @property
+    def parameter_types(self) -> dict[str, str]:
+        """How each Requirements parameter compares: the built-in table
+        (CPUTime number, Tags list, ...) overridden by operations.yaml
+        JobDescription.Parameters."""
+        return merged_parameter_types(self.operations.JobDescription.Parameters)
+
+    def make_resources(self, vo: str | None = None) -> Resources:
+        """The Resources helper over this configuration, as seen by ``vo``."""
+        return Resources(self.resources, vo=vo)
+
+    def where(self, file_name: str, path: KeyPath = ()) -> str:
+        """``config/cluster.yaml:12``: where a key path of a file starts."""
+        lines = self.lines.get(file_name, {})
+        return f"{self.directory / file_name}:{line_of(dict(lines), tuple(path))}"
+
+    def error(self, file_name: str, path: KeyPath, message: str) -> ConfigError:
+        """A ConfigError for a key path of a file, in the loader's format."""
+        text = f"{dotted_path(tuple(path))}: {message}" if path else message
+        return ConfigError(text, where=self.where(file_name, path))
+
+
+def config_dir_from_env(
+    cli_value: str | Path | None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The configuration directory: ``--config DIR``, else ``$WMS_CONFIG``,
+    else ``./config``."""
+    env = os.environ if environ is None else environ
+    if cli_value:
+        return Path(cli_value)
+    if env.get(ENV_CONFIG):
+        return Path(env[ENV_CONFIG])
+    return Path(DEFAULT_CONFIG_DIR)
+
+
+# -- error reporting ---------------------------------------------------------------
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    kind = error["type"]
+    got = error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "extra_forbidden":
+        return "unknown key (check its spelling; docs/configuration.md lists every key)"
+    if kind in {"int_parsing", "int_type", "int_from_float"}:
+        return f"expected an integer, got {_short(got)}"
+    if kind in {"float_parsing", "float_type"}:
+        return f"expected a number, got {_short(got)}"
+    if kind in {"string_type"}:
+        return f"expected a string, got {_short(got)}"
+    if kind in {"dict_type", "model_type", "model_attributes_type"}:
+        return f"expected a mapping, got {_short(got)}"
+    if kind in {"list_type", "tuple_type"}:
+        return f"expected a list, got {_short(got)}"
+    if kind == "greater_than":
+        return f"must be greater than {ctx.get('gt')}, got {_short(got)}"
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx.get('ge')}, got {_short(got)}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx.get('le')}, got {_short(got)}"
+    if kind == "too_short":
+        return "must not be empty"
+    if kind == "literal_error":
+        return f"expected one of {ctx.get('expected')}, got {_short(got)}"
+    if kind in {"value_error", "assertion_error"}:
+        return str(ctx.get("error", error["msg"]))
+    return f"{error['msg']}, got {_short(got)}"
+
+
+def _problem_from(error: Mapping[str, Any], lines: Mapping[KeyPath, int]) -> tuple[KeyPath, str]:
+    """Turn a pydantic error into (key path, message), dropping the parts of
+    its location that are not keys of the file (union tags, '[key]')."""
+    path: KeyPath = ()
+    loc = tuple(error["loc"])
+    for position, part in enumerate(loc):
+        if part == "[key]":
+            continue
+        candidate = path + (part,)
+        if candidate in lines or position == len(loc) - 1:
+            path = candidate
+    return path, _describe(error)
+
+
+class _FileReport:
+    def __init__(self, where: str, lines: Mapping[KeyPath, int]) -> None:
+        self.where = where
+        self.lines = lines
+
+    def raise_problems(self, problems: list[Problem]) -> None:
+        if not problems:
+            return
+        ordered = sorted(problems, key=lambda p: line_of(dict(self.lines), p[0]))
+        path, message = ordered[0]
+        line = line_of(dict(self.lines), path)
+        text = f"{dotted_path(path)}: {message}" if path else message
+        if len(ordered) > 1:
+            text += f" (and {len(ordered) - 1} more problem{'s' if len(ordered) > 2 else ''})"
+        raise ConfigError(text, where=f"{self.where}:{line}")
+
+    def validate(self, model: type[BaseModel], data: Any) -> Any:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            self.raise_problems([_problem_from(err, self.lines) for err in exc.errors()])
+        raise AssertionError("unreachable")
+
+
+def _read(directory: Path, name: str) -> tuple[dict[str, Any], dict[KeyPath, int], _FileReport]:
+    path = directory / name
+    if not path.exists():
+        return {}, {(): 1}, _FileReport(str(path), {(): 1})
+    if not path.is_file():
+        raise ConfigError("not a regular file", where=str(path))
+    data, lines = load_yaml_with_lines(path)
+    report = _FileReport(str(path), lines)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        report.raise_problems([((), f"the file must hold a mapping of keys, got {_short(data)}")])
+    return data, lines, report
+
+
+# -- loading -------------------------------------------------------------------------
+def load_config(
+    directory: str | Path, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Load and check the configuration directory (INTERFACE.md).
+
+    The directory must exist; each of wms.yaml, resources.yaml,
+    cluster.yaml and operations.yaml is optional (a missing or empty file
+    means all defaults). ``WMS_DATABASE_URL`` and ``WMS_BROKER_URL`` from
+    ``environ`` (default: the process environment) override wms.yaml.
+    Raises ConfigError with ``where="file:line"`` on the first problem.
+    """
+    env = os.environ if environ is None else environ
+    root = Path(directory)
+    if not root.exists():
+        raise ConfigError("configuration directory not found", where=str(root))
+    if not root.is_dir():
+        raise ConfigError("not a directory", where=str(root))
+
+    all_lines: dict[str, Mapping[KeyPath, int]] = {}
+
+    data, lines, report = _read(root, WMS_FILE)
+    all_lines[WMS_FILE] = lines
+    for variable, key in ENV_OVERRIDES.items():
+        if env.get(variable):
+            data = {**data, key: env[variable]}
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = [_problem_from(err, lines) for err in exc.errors()]
+        for path, message in problems:
+            for variable, key in ENV_OVERRIDES.items():
+                if path[:1] == (key,) and env.get(variable):
+                    raise ConfigError(message, where=variable) from None
+        report.raise_problems(problems)
+        raise
+
+    data, lines, report = _read(root, OPERATIONS_FILE)
+    all_lines[OPERATIONS_FILE] = lines
+    operations = report.validate(OperationsConfig, data)
+    report.raise_problems(operations.problems())
+
+    data, lines, report = _read(root, CLUSTER_FILE)
+    all_lines[CLUSTER_FILE] = lines
+    cluster = report.validate(ClusterConfig, data)
+    report.raise_problems(cluster.problems())
+
+    data, lines, report = _read(root, RESOURCES_FILE)
+    all_lines[RESOURCES_FILE] = lines
+    resources_file = report.validate(ResourcesFile, data)
+    types = merged_parameter_types(operations.JobDescription.Parameters)
+    sites, problems = check_sites(resources_file.Sites, types, cluster.usersets)
+    report.raise_problems(problems)
+
+    return Config(
+        directory=root,
+        settings=settings,
+        resources=sites,
+        cluster=cluster,
+        operations=operations,
+        lines=all_lines,
+    )

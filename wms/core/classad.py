@@ -1,0 +1,507 @@
+"""ClassAd wrapper: the one module of ours that imports ``classad2``.
+
+Implements DESIGN.md "Dependencies, chosen on purpose" (ClassAds through the
+official HTCondor bindings, wrapped behind one module) and STYLE.md "ClassAd
+wrapper"; the expression semantics are those of SPEC 004
+(004_21b43ebe0db7c7ef.txt: job Requirements with ``other.`` references,
+ternary operator, member()/strcat()/isUndefined()) as HTCondor's library
+evaluates them.
+
+Everything that leaves this module is plain Python: ``str``, ``int``,
+``float``, ``bool``, ``None`` (ClassAd UNDEFINED), ``list``, ``dict`` (a
+nested record) and :class:`Expression` (the text of anything that is not a
+literal). Expressions are stored and passed around as text and compiled on
+use, with a cache keyed on the text.
+
+Behaviour of classad2 25 that shapes this module (measured):
+
+- ``ClassAd(text)`` reports a syntax error without a position, ignores text
+  after the closing ``]``, keeps the last of two equal attribute names and
+  joins adjacent string literals; callers that need positions run
+  :func:`tokenize` (ours) first, as :mod:`wms.core.jdl` does.
+- ``1.`` (a number ending in a dot) is a syntax error: :func:`tokens_to_text`
+  writes it as ``1.0``; ``#`` comments are not ClassAd and are only skipped by
+  :func:`tokenize` when asked to.
+- ``ExprTree.eval(None, target)`` gives wrong results for ``other.`` references
+  (``other.X / 3600`` comes back as 2); an empty ClassAd is always passed as
+  the scope instead.
+- UNDEFINED and ERROR are ``IntEnum`` members, so they are checked before any
+  ``int`` test.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import classad2
+
+from wms.core.errors import InvalidInput
+
+__all__ = [
+    "ClassAdSyntaxError",
+    "Expression",
+    "Token",
+    "eval_bool",
+    "eval_value",
+    "external_refs",
+    "parse_record",
+    "render_name",
+    "render_record",
+    "render_value",
+    "tokenize",
+    "tokens_to_text",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Expression:
+    """A ClassAd expression that is not a literal, kept as its text."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class ClassAdSyntaxError(InvalidInput):
+    """ClassAd text that cannot be read; ``line``/``col`` are 1-based."""
+
+    def __init__(self, message: str, line: int = 1, col: int = 1) -> None:
+        super().__init__(message, where=f"{line}:{col}")
+        self.line = line
+        self.col = col
+
+
+# --------------------------------------------------------------------------
+# Tokenizer (ours: classad2 gives no positions)
+# --------------------------------------------------------------------------
+
+STRING = "string"  # "..."
+NAME = "name"  # '...' : a quoted attribute name
+NUMBER = "number"
+IDENT = "ident"
+OP = "op"
+PUNCT = "punct"  # [ ] { } ( ) , ; and the assignment =
+
+
+class Token(NamedTuple):
+    kind: str
+    text: str
+    line: int
+    col: int
+    start: int  # offset of the first character in the source
+    end: int  # offset after the last character
+
+
+_PUNCT_CHARS = frozenset("[]{}(),;")
+_OPERATORS = (
+    ">>>", "=?=", "=!=",
+    "==", "!=", "<=", ">=", "&&", "||", "<<", ">>",
+    "<", ">", "+", "-", "*", "/", "%", "!", "~", "&", "|", "^", "?", ":", ".",
+)
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER_RE = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_WORD_TAIL_RE = re.compile(r"[A-Za-z0-9_.]*")
+_VALUE_END_KINDS = frozenset({STRING, NAME, NUMBER, IDENT})
+
+
+def tokenize(text: str, *, hash_comments: bool = False) -> list[Token]:
+    """Split ClassAd text into tokens with their line and column.
+
+    Skips blanks, ``//`` and ``/* */`` comments, and ``#`` line comments when
+    *hash_comments* is set (JDL files use them; ClassAds do not). A string
+    must end on the line it starts on. Raises :class:`ClassAdSyntaxError` at
+    the offending character.
+    """
+    tokens: list[Token] = []
+    i, line, line_start, n = 0, 1, 0, len(text)
+    while i < n:
+        c = text[i]
+        col = i - line_start + 1
+        if c == "\n":
+            i += 1
+            line, line_start = line + 1, i
+            continue
+        if c in " \t\r\f\v":
+            i += 1
+            continue
+        if text.startswith("//", i) or (hash_comments and c == "#"):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise ClassAdSyntaxError("unterminated comment: '/*' without '*/'", line, col)
+            for k in range(i, j):
+                if text[k] == "\n":
+                    line, line_start = line + 1, k + 1
+            i = j + 2
+            continue
+        if c in "\"'":
+            j = i + 1
+            while True:
+                if j >= n or text[j] == "\n":
+                    what = "string" if c == '"' else "quoted attribute name"
+                    raise ClassAdSyntaxError(f"unterminated {what}", line, col)
+                if text[j] == "\\" and j + 1 < n and text[j + 1] != "\n":
+                    j += 2
+                    continue
+                if text[j] == c:
+                    break
+                j += 1
+            tokens.append(Token(STRING if c == '"' else NAME, text[i : j + 1], line, col, i, j + 1))
+            i = j + 1
+            continue
+        prev = tokens[-1] if tokens else None
+        after_value = prev is not None and (prev.kind in _VALUE_END_KINDS or prev.text in (")", "]"))
+        if c.isdigit() or (c == "." and not after_value and i + 1 < n and text[i + 1].isdigit()):
+            m = _NUMBER_RE.match(text, i)
+            assert m is not None
+            j = m.end()
+            if j < n and (text[j].isalnum() or text[j] == "_"):
+                bad = _WORD_TAIL_RE.match(text, i)
+                assert bad is not None
+                raise ClassAdSyntaxError(f"malformed number {bad.group()!r}", line, col)
+            tokens.append(Token(NUMBER, text[i:j], line, col, i, j))
+            i = j
+            continue
+        m = _IDENT_RE.match(text, i)
+        if m:
+            tokens.append(Token(IDENT, m.group(), line, col, i, m.end()))
+            i = m.end()
+            continue
+        if c in _PUNCT_CHARS:
+            tokens.append(Token(PUNCT, c, line, col, i, i + 1))
+            i += 1
+            continue
+        for op in _OPERATORS:
+            if text.startswith(op, i):
+                tokens.append(Token(OP, op, line, col, i, i + len(op)))
+                i += len(op)
+                break
+        else:
+            if c == "=":
+                tokens.append(Token(PUNCT, "=", line, col, i, i + 1))
+                i += 1
+            else:
+                raise ClassAdSyntaxError(f"unexpected character {c!r}", line, col)
+    return tokens
+
+
+_BARE_DOT_RE = re.compile(r"\.(?=$|[eE])")
+
+
+def tokens_to_text(tokens: list[Token]) -> str:
+    """Write tokens back as ClassAd text that classad2 accepts.
+
+    Tokens that touched in the source still touch (``-5`` stays a literal,
+    ``- 5`` would be an expression); comments become one blank; a number
+    ending in ``.`` gets a ``0``.
+    """
+    parts: list[str] = []
+    prev_end: int | None = None
+    for tok in tokens:
+        if prev_end is not None and tok.start != prev_end:
+            parts.append(" ")
+        parts.append(_BARE_DOT_RE.sub(".0", tok.text) if tok.kind == NUMBER else tok.text)
+        prev_end = tok.end
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------
+# classad2 values -> plain Python
+# --------------------------------------------------------------------------
+
+
+def _to_python(value: Any) -> Any:
+    if isinstance(value, classad2.Value):  # before int: Value is an IntEnum
+        return None if value == classad2.Value.Undefined else Expression("error")
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, classad2.ExprTree):
+        return Expression(str(value).strip())
+    if isinstance(value, classad2.ClassAd):
+        return {key: _to_python(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_to_python(item) for item in value]
+    if isinstance(value, _dt.datetime):
+        return Expression(f'absTime("{value.isoformat()}")')
+    raise TypeError(f"unexpected ClassAd value of type {type(value).__name__}")
+
+
+def _record_orders(tokens: list[Token], i: int) -> tuple[dict[str, tuple[int, Any]], int]:
+    """Source order of the keys of the record whose ``[`` is tokens[i].
+
+    Returns ``{lowercase name: (position, order of its value if a record)}``
+    and the index after the closing ``]``. Lenient: the text has already been
+    accepted by classad2.
+    """
+    order: dict[str, tuple[int, Any]] = {}
+    depth, i, expect_name = 0, i + 1, True
+    while i < len(tokens):
+        tok = tokens[i]
+        if depth == 0:
+            if tok.text == "]" and tok.kind == PUNCT:
+                return order, i + 1
+            if tok.text == ";" and tok.kind == PUNCT:
+                expect_name = True
+                i += 1
+                continue
+            if expect_name and tok.kind in (IDENT, NAME) and i + 1 < len(tokens) and tokens[i + 1].text == "=":
+                name = _unquote_name(tok.text) if tok.kind == NAME else tok.text
+                sub = None
+                i += 2
+                if i < len(tokens) and tokens[i].text == "[":
+                    sub, i = _record_orders(tokens, i)
+                    if i < len(tokens) and tokens[i].text not in (";", "]"):
+                        sub = None  # the record is part of a larger expression
+                order.setdefault(name.lower(), (len(order), sub))
+                expect_name = False
+                continue
+        if tok.kind == PUNCT and tok.text in "[{(":
+            depth += 1
+        elif tok.kind == PUNCT and tok.text in "]})":
+            depth -= 1
+        expect_name = False
+        i += 1
+    return order, i
+
+
+def _reorder(record: dict[str, Any], order: dict[str, tuple[int, Any]] | None) -> dict[str, Any]:
+    if not order:
+        return record
+    keys = sorted(record, key=lambda k: order.get(k.lower(), (len(order), None))[0])
+    result: dict[str, Any] = {}
+    for key in keys:
+        value = record[key]
+        sub = order.get(key.lower(), (0, None))[1]
+        result[key] = _reorder(value, sub) if isinstance(value, dict) else value
+    return result
+
+
+def _unquote_name(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text[1:-1])
+
+
+def parse_record(text: str) -> dict[str, Any]:
+    """Parse one ClassAd record ``[ name = value; ... ]`` into plain Python.
+
+    Literals become ``str``/``int``/``float``/``bool``, UNDEFINED ``None``,
+    lists ``list``, nested records ``dict``; anything else (an expression,
+    ERROR, an ``absTime``) becomes an :class:`Expression`. Keys keep their
+    source order and casing. Raises :class:`ClassAdSyntaxError`.
+    """
+    tokens = tokenize(text)
+    if not tokens or tokens[0].text != "[":
+        line, col = (tokens[0].line, tokens[0].col) if tokens else (1, 1)
+        raise ClassAdSyntaxError("a ClassAd record must start with '['", line, col)
+    _check_balanced(tokens)
+    order, end = _record_orders(tokens, 0)
+    if end != len(tokens):
+        tok = tokens[end]
+        raise ClassAdSyntaxError("unexpected text after the closing ']'", tok.line, tok.col)
+    try:
+        ad = classad2.ClassAd(tokens_to_text(tokens))
+    except classad2.ClassAdException as exc:
+        raise ClassAdSyntaxError(f"cannot parse the ClassAd record: {exc}") from None
+    return _reorder({key: _to_python(value) for key, value in ad.items()}, order)
+
+
+_CLOSERS = {"[": "]", "{": "}", "(": ")"}
+
+
+def _check_balanced(tokens: list[Token]) -> None:
+    stack: list[Token] = []
+    for tok in tokens:
+        if tok.kind != PUNCT:
+            continue
+        if tok.text in _CLOSERS:
+            stack.append(tok)
+        elif tok.text in ")]}":
+            if not stack:
+                raise ClassAdSyntaxError(f"unexpected {tok.text!r}", tok.line, tok.col)
+            opener = stack.pop()
+            if _CLOSERS[opener.text] != tok.text:
+                raise ClassAdSyntaxError(
+                    f"mismatched {tok.text!r}: {opener.text!r} at {opener.line}:{opener.col} "
+                    f"is closed by {_CLOSERS[opener.text]!r}",
+                    tok.line,
+                    tok.col,
+                )
+    if stack:
+        raise ClassAdSyntaxError(f"{stack[-1].text!r} is not closed", stack[-1].line, stack[-1].col)
+
+
+# --------------------------------------------------------------------------
+# Rendering plain Python as ClassAd text
+# --------------------------------------------------------------------------
+
+_RESERVED = frozenset({"true", "false", "undefined", "error", "is", "isnt", "my", "target", "other", "parent"})
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\\\"]")
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _quote(text: str, quote: str = '"') -> str:
+    def escape(m: re.Match[str]) -> str:
+        c = m.group()
+        return _ESCAPES.get(c) or f"\\{ord(c):03o}"
+
+    body = _CONTROL_RE.sub(escape, text)
+    if quote == "'":
+        body = body.replace('\\"', '"').replace("'", "\\'")
+    return f"{quote}{body}{quote}"
+
+
+def render_name(name: str) -> str:
+    """An attribute name as ClassAd text: bare if it can be, else ``'quoted'``."""
+    if _IDENT_RE.fullmatch(name) and name.lower() not in _RESERVED:
+        return name
+    return _quote(name, "'")
+
+
+def render_value(value: Any) -> str:
+    """One plain-Python value as ClassAd text (nested records on one line)."""
+    if value is None:
+        return "undefined"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 'real("NaN")'
+        if math.isinf(value):
+            return 'real("INF")' if value > 0 else '-real("INF")'
+        return repr(value)
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, Expression):
+        return value.text
+    if isinstance(value, (list, tuple)):
+        return "{" + ", ".join(render_value(item) for item in value) + "}"
+    if isinstance(value, Mapping):
+        if not value:
+            return "[ ]"
+        return "[ " + "; ".join(f"{render_name(k)} = {render_value(v)}" for k, v in value.items()) + " ]"
+    if isinstance(value, _dt.datetime):
+        return f'absTime("{value.isoformat()}")'
+    raise TypeError(f"cannot write a {type(value).__name__} as a ClassAd value")
+
+
+def render_record(record: Mapping[str, Any]) -> str:
+    """A record as ClassAd/JDL text, one attribute per line."""
+    lines = ["["]
+    lines.extend(f"  {render_name(k)} = {render_value(v)};" for k, v in record.items())
+    lines.append("]")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def _compile(text: str) -> tuple[classad2.ExprTree, classad2.ClassAd]:
+    """The ExprTree of *text*, with the ad that owns it (kept alive with it)."""
+    tokens = tokenize(text)
+    if not tokens:
+        raise ClassAdSyntaxError("empty expression")
+    _check_balanced(tokens)
+    try:
+        ad = classad2.ClassAd(f"[__wms_expr__ = (\n{tokens_to_text(tokens)}\n)]")
+    except classad2.ClassAdException:
+        raise ClassAdSyntaxError(f"cannot parse the expression {text!r}") from None
+    if len(ad) != 1:
+        raise ClassAdSyntaxError(f"cannot parse the expression {text!r}")
+    return ad.lookup("__wms_expr__"), ad
+
+
+@lru_cache(maxsize=1024)
+def _ad_from_text(text: str) -> classad2.ClassAd:
+    try:
+        return classad2.ClassAd(text)
+    except classad2.ClassAdException:
+        raise ClassAdSyntaxError("cannot turn the record into a ClassAd") from None
+
+
+_EMPTY_TEXT = "[ ]"
+
+
+def _ad(record: Mapping[str, Any] | None) -> classad2.ClassAd:
+    return _ad_from_text(render_record(record) if record else _EMPTY_TEXT)
+
+
+def _evaluate(expr_text: str, my: Mapping[str, Any] | None, target: Mapping[str, Any] | None) -> Any:
+    expr, _owner = _compile(expr_text)
+    return expr.eval(_ad(my), _ad(target))
+
+
+def eval_value(expr_text: str, my: Mapping[str, Any] | None = None, target: Mapping[str, Any] | None = None) -> Any:
+    """Evaluate *expr_text* with ``my``/unscoped names in *my* and ``other.``
+    (= ``target.``) names in *target*.
+
+    Returns plain Python; UNDEFINED and ERROR both give ``None``; an
+    ``absTime`` gives a timezone-aware ``datetime``. Raises
+    :class:`ClassAdSyntaxError` when the text is not an expression.
+    """
+    result = _evaluate(expr_text, my, target)
+    if isinstance(result, classad2.Value):
+        return None
+    if isinstance(result, _dt.datetime):
+        return result
+    return _to_python(result)
+
+
+def eval_bool(expr_text: str, my: Mapping[str, Any] | None = None, target: Mapping[str, Any] | None = None) -> bool | None:
+    """Evaluate *expr_text* as a condition: ``True``, ``False`` or ``None``.
+
+    ``None`` means UNDEFINED or ERROR (a Requirements that gives ``None``
+    does not match). Numbers count as conditions the way HTCondor's
+    ``matches()`` counts them (non-zero is true); any other type is ``None``.
+    """
+    result = _evaluate(expr_text, my, target)
+    if isinstance(result, classad2.Value):
+        return None
+    if result is True or result is False:
+        return result
+    if isinstance(result, (int, float)):
+        return result != 0
+    return None
+
+
+_TARGET_PREFIXES = ("other.", "target.")
+
+
+def external_refs(expr_text: str) -> list[str]:
+    """Names of the attributes *expr_text* reads from the other ad.
+
+    The ``other.X`` / ``target.X`` references, returned as ``X`` (the first
+    name after the scope: ``other.info.Y`` gives ``info``), without
+    duplicates (names ignore case) and sorted; unscoped and ``my.`` names are
+    left out. Uses ClassAd.externalRefs against an empty ad and drops the
+    empty strings it returns.
+    """
+    expr, _owner = _compile(expr_text)
+    refs = _EMPTY_AD.externalRefs(expr)
+    names: dict[str, str] = {}
+    for ref in refs:
+        ref = ref.strip()
+        lowered = ref.lower()
+        for prefix in _TARGET_PREFIXES:
+            if lowered.startswith(prefix) and len(ref) > len(prefix):
+                name = ref[len(prefix) :].split(".", 1)[0]
+                if name.startswith("'") and name.endswith("'") and len(name) > 1:
+                    name = _unquote_name(name)
+                names.setdefault(name.lower(), name)
+    return sorted(names.values(), key=str.lower)
+
+
+_EMPTY_AD = classad2.ClassAd()

@@ -1,0 +1,164 @@
+"""Engines for the three supported databases, and what differs between them.
+
+``make_engine`` is the only place that knows about drivers and connection
+settings; ``is_retryable`` tells a service's retry loop which errors mean
+"the same transaction may succeed if run again"; ``insert_ignoring_duplicates``
+is the one dialect-specific statement the query modules need.
+
+SQLite transactions start with ``BEGIN IMMEDIATE``: the writer lock is taken
+at the start, so two writers queue on the busy timeout instead of failing
+with "database is locked" when one of them upgrades a read snapshot to a
+write. A read-only caller may ask for a plain deferred ``BEGIN`` with
+``conn.execution_options(sqlite_begin="DEFERRED")`` before its first
+statement.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, Table, create_engine, event
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine.url import URL
+from sqlalchemy.exc import DBAPIError
+
+# How long a SQLite connection waits for the writer lock before failing.
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Connections kept per process for the server databases.
+POOL_SIZE = 10
+MAX_OVERFLOW = 20
+# MariaDB closes idle connections after wait_timeout (8 h by default).
+POOL_RECYCLE_S = 3600
+
+# PostgreSQL SQLSTATEs: serialization_failure, deadlock_detected.
+_PG_RETRYABLE = frozenset({"40001", "40P01"})
+# MariaDB/MySQL error numbers: lock wait timeout, deadlock, record changed
+# since last read (snapshot isolation), WSREP deadlock (Galera).
+_MYSQL_RETRYABLE = frozenset({1205, 1213, 1020, 1317})
+# SQLite primary result codes: SQLITE_BUSY, SQLITE_LOCKED.
+_SQLITE_RETRYABLE_CODES = frozenset({5, 6})
+_SQLITE_RETRYABLE_TEXT = ("database is locked", "database is busy", "database table is locked")
+
+
+def normalise_url(url: str | URL) -> URL:
+    """The URL with our driver for its backend (psycopg 3, PyMySQL, sqlite3)."""
+    u = make_url(url)
+    backend = u.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        return u.set(drivername="postgresql+psycopg")
+    if backend in ("mysql", "mariadb"):
+        query = dict(u.query)
+        query.setdefault("charset", "utf8mb4")
+        return u.set(drivername="mysql+pymysql", query=query)
+    if backend == "sqlite":
+        return u.set(drivername="sqlite+pysqlite")
+    raise ValueError(f"unsupported database URL {u.render_as_string(hide_password=True)!r}")
+
+
+def make_engine(url: str | URL, **kwargs: Any) -> Engine:
+    """An engine for ``url`` (SQLite, PostgreSQL or MariaDB), ready for use.
+
+    Extra keyword arguments go to ``sqlalchemy.create_engine``.
+    """
+    u = normalise_url(url)
+    if u.get_backend_name() == "sqlite":
+        return _make_sqlite_engine(u, **kwargs)
+    options: dict[str, Any] = {
+        "pool_size": POOL_SIZE,
+        "max_overflow": MAX_OVERFLOW,
+        "pool_pre_ping": True,
+        "pool_recycle": POOL_RECYCLE_S,
+    }
+    if u.get_backend_name() == "mysql":
+        # As on PostgreSQL: every statement sees what committed before it.
+        # REPEATABLE READ would hide a row another transaction inserted
+        # after our first read (get-or-create would then miss it), and its
+        # gap locks deadlock concurrent inserters.
+        options["isolation_level"] = "READ COMMITTED"
+    options.update(kwargs)
+    return create_engine(u, **options)
+
+
+def _make_sqlite_engine(u: URL, **kwargs: Any) -> Engine:
+    if u.database and u.database != ":memory:" and not u.database.startswith("file:"):
+        Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    connect_args = {"check_same_thread": False, **kwargs.pop("connect_args", {})}
+    engine = create_engine(u, connect_args=connect_args, **kwargs)
+    event.listen(engine, "connect", _configure_sqlite_connection)
+    event.listen(engine, "begin", _begin_sqlite_transaction)
+    return engine
+
+
+def _configure_sqlite_connection(dbapi_connection: sqlite3.Connection, record: Any) -> None:
+    # We emit BEGIN ourselves (see _begin_sqlite_transaction): sqlite3's own
+    # transaction control skips BEGIN before SELECT and SAVEPOINT.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _begin_sqlite_transaction(conn: Connection) -> None:
+    mode = conn.get_execution_options().get("sqlite_begin", "IMMEDIATE")
+    if mode not in ("IMMEDIATE", "DEFERRED", "EXCLUSIVE"):
+        raise ValueError(f"sqlite_begin must be IMMEDIATE, DEFERRED or EXCLUSIVE, not {mode!r}")
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True when ``exc`` is a conflict that running the transaction again may resolve.
+
+    Serialization failures and deadlocks (PostgreSQL), deadlocks and lock
+    wait timeouts (MariaDB), "database is locked" (SQLite).
+    """
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    if orig is None:
+        return False
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if sqlstate is not None:
+        return sqlstate in _PG_RETRYABLE
+    if isinstance(orig, sqlite3.Error):
+        code = getattr(orig, "sqlite_errorcode", None)
+        if code is not None and (code & 0xFF) in _SQLITE_RETRYABLE_CODES:
+            return True
+        return any(text in str(orig).lower() for text in _SQLITE_RETRYABLE_TEXT)
+    args = getattr(orig, "args", ())
+    return bool(args) and isinstance(args[0], int) and args[0] in _MYSQL_RETRYABLE
+
+
+def insert_ignoring_duplicates(
+    conn: Connection, table: Table, rows: list[dict[str, Any]], key: list[str]
+) -> int:
+    """Insert ``rows``, silently skipping those whose ``key`` already exists.
+
+    Safe against a concurrent inserter of the same key: the database waits
+    for it and then skips the row (PostgreSQL, SQLite: ``ON CONFLICT DO
+    NOTHING``; MariaDB: ``INSERT IGNORE``). Rows go in key order, so that
+    concurrent callers take their locks in the same order and do not
+    deadlock. Returns the number of rows inserted: exact for a single row;
+    for several, drivers may not report it.
+    """
+    if not rows:
+        return 0
+    rows = sorted(rows, key=lambda r: tuple(r[k] for k in key))
+    name = conn.dialect.name
+    if name == "postgresql":
+        stmt = postgresql.insert(table).on_conflict_do_nothing(index_elements=key)
+    elif name == "sqlite":
+        stmt = sqlite.insert(table).on_conflict_do_nothing(index_elements=key)
+    elif name in ("mysql", "mariadb"):
+        # IGNORE also turns other errors into warnings (e.g. truncation), so
+        # callers pass values that fit their columns.
+        stmt = mysql.insert(table).prefix_with("IGNORE")
+    else:  # pragma: no cover - no other backend is supported
+        raise NotImplementedError(name)
+    # One row: a plain execute, whose rowcount is exact on every driver.
+    result = conn.execute(stmt, rows[0] if len(rows) == 1 else rows)
+    return max(result.rowcount, 0)

@@ -1,0 +1,255 @@
+"""Queries on jobs, their JDLs and their status history.
+
+Each function takes the caller's ``Connection`` and never commits: the
+service that calls it owns the transaction. Bulk functions run a fixed,
+small number of statements whatever the number of jobs (multi-row INSERT
+with RETURNING, executemany, ``IN`` lists in chunks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, insert, select, update
+
+from wms.core.errors import NotFound
+from wms.db.schema import job_jdls, jobs, status_history
+
+# Values of the optional job columns when a row does not give them.
+JOB_DEFAULTS: dict[str, Any] = {
+    "job_name": "",
+    "minor_status": "",
+    "site": "ANY",
+    "queue": "",
+    "submit_pool": None,
+    "task_queue_id": None,
+    "priority": 0,
+    "cpu_time": 0,
+}
+_REQUIRED = ("owner", "owner_group", "vo", "status")
+# Ids per IN (...) list: well under every backend's bound-parameter limit.
+CHUNK = 5_000
+
+
+def chunked(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    """``items`` in slices of at most ``size``."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _statuses(status: str | Collection[str]) -> list[str]:
+    return [status] if isinstance(status, str) else list(status)
+
+
+def _job_row(row: dict[str, Any], now: datetime) -> dict[str, Any]:
+    missing = [name for name in _REQUIRED if name not in row]
+    if missing:
+        raise ValueError(f"job row lacks {', '.join(missing)}")
+    out = {name: row.get(name, default) for name, default in JOB_DEFAULTS.items()}
+    out.update({name: row[name] for name in _REQUIRED})
+    out["submission_time"] = row.get("submission_time", now)
+    out["last_update_time"] = row.get("last_update_time", now)
+    return out
+
+
+def insert_jobs(conn: Connection, rows: list[dict[str, Any]], now: datetime) -> list[int]:
+    """Store new jobs with their JDLs; their ids, in the order of ``rows``.
+
+    Each row holds the ``jobs`` columns (owner, owner_group, vo and status
+    are required, the others have defaults; both times default to ``now``)
+    plus ``original_jdl`` and ``jdl``. Two bulk statements in all: the jobs
+    (multi-row INSERT .. RETURNING, sorted back into input order) and the
+    JDLs (executemany).
+    """
+    if not rows:
+        return []
+    stmt = insert(jobs).returning(jobs.c.job_id, sort_by_parameter_order=True)
+    result = conn.execute(stmt, [_job_row(row, now) for row in rows])
+    job_ids = list(result.scalars())
+    conn.execute(
+        insert(job_jdls),
+        [
+            {"job_id": job_id, "original_jdl": row["original_jdl"], "jdl": row["jdl"]}
+            for job_id, row in zip(job_ids, rows, strict=True)
+        ],
+    )
+    return job_ids
+
+
+def update_jdls(conn: Connection, jdls: dict[int, str]) -> None:
+    """Replace the current JDL of each job (the original stays)."""
+    if not jdls:
+        return
+    stmt = (
+        update(job_jdls)
+        .where(job_jdls.c.job_id == bindparam("b_job_id"))
+        .values(jdl=bindparam("b_jdl"))
+    )
+    conn.execute(stmt, [{"b_job_id": job_id, "b_jdl": jdl} for job_id, jdl in jdls.items()])
+
+
+def add_history(conn: Connection, entries: list[dict[str, Any]]) -> None:
+    """Record status changes: each entry has job_id, status, minor_status, source, time."""
+    if not entries:
+        return
+    conn.execute(
+        insert(status_history),
+        [
+            {
+                "job_id": e["job_id"],
+                "status": e["status"],
+                "minor_status": e.get("minor_status") or "",
+                "source": e["source"],
+                "time": e["time"],
+            }
+            for e in entries
+        ],
+    )
+
+
+def set_status(
+    conn: Connection,
+    job_ids: Iterable[int],
+    status: str,
+    minor_status: str,
+    source: str,
+    now: datetime,
+    *,
+    expect: Collection[str] | None = None,
+) -> list[int]:
+    """Move jobs to ``status`` and record it; the ids that changed, in input order.
+
+    With ``expect``, only the jobs whose current status is one of ``expect``
+    change (a conditional update: safe against a concurrent change of the
+    same job). History is written for exactly the jobs that changed.
+    """
+    ids = list(dict.fromkeys(job_ids))
+    changed: set[int] = set()
+    for chunk in chunked(ids):
+        changed.update(_update_status(conn, chunk, status, minor_status, now, expect))
+    result = [job_id for job_id in ids if job_id in changed]
+    add_history(
+        conn,
+        [
+            {"job_id": job_id, "status": status, "minor_status": minor_status, "source": source, "time": now}
+            for job_id in result
+        ],
+    )
+    return result
+
+
+def _update_status(
+    conn: Connection,
+    job_ids: Sequence[int],
+    status: str,
+    minor_status: str,
+    now: datetime,
+    expect: Collection[str] | None,
+) -> list[int]:
+    condition = jobs.c.job_id.in_(job_ids)
+    if expect is not None:
+        condition = condition & jobs.c.status.in_(list(expect))
+    stmt = update(jobs).where(condition).values(status=status, minor_status=minor_status, last_update_time=now)
+    if conn.dialect.update_returning:
+        return list(conn.execute(stmt.returning(jobs.c.job_id)).scalars())
+    # MariaDB has no UPDATE .. RETURNING: lock the rows that qualify, then
+    # update exactly those.
+    locked = list(
+        conn.execute(select(jobs.c.job_id).where(condition).with_for_update()).scalars()
+    )
+    if locked:
+        conn.execute(stmt.where(jobs.c.job_id.in_(locked)))
+    return locked
+
+
+def set_minor_status(
+    conn: Connection, job_ids: Iterable[int], minor: str, now: datetime | None = None
+) -> int:
+    """Set the minor status of jobs (and their last update time, given ``now``); how many matched."""
+    values: dict[str, Any] = {"minor_status": minor}
+    if now is not None:
+        values["last_update_time"] = now
+    count = 0
+    for chunk in chunked(list(job_ids)):
+        count += conn.execute(update(jobs).where(jobs.c.job_id.in_(chunk)).values(**values)).rowcount
+    return count
+
+
+def set_task_queue_minor_status(
+    conn: Connection, tq_id: int, status: str, minor: str, now: datetime
+) -> int:
+    """Set the minor status of the task queue's jobs in ``status``; how many changed.
+
+    Jobs that already carry ``minor`` are left alone (and not counted).
+    """
+    stmt = (
+        update(jobs)
+        .where(jobs.c.task_queue_id == tq_id, jobs.c.status == status, jobs.c.minor_status != minor)
+        .values(minor_status=minor, last_update_time=now)
+    )
+    return conn.execute(stmt).rowcount
+
+
+def get_jobs(conn: Connection, job_ids: Iterable[int]) -> list[dict[str, Any]]:
+    """The jobs with these ids, in the order asked; unknown ids are left out."""
+    ids = list(dict.fromkeys(job_ids))
+    found: dict[int, dict[str, Any]] = {}
+    for chunk in chunked(ids):
+        for row in conn.execute(select(jobs).where(jobs.c.job_id.in_(chunk))).mappings():
+            found[row["job_id"]] = dict(row)
+    return [found[job_id] for job_id in ids if job_id in found]
+
+
+def list_jobs(
+    conn: Connection,
+    *,
+    owner: str | None = None,
+    status: str | Collection[str] | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """Jobs by id, optionally of one owner and in the given status(es)."""
+    stmt = select(jobs).order_by(jobs.c.job_id)
+    if owner is not None:
+        stmt = stmt.where(jobs.c.owner == owner)
+    if status is not None:
+        stmt = stmt.where(jobs.c.status.in_(_statuses(status)))
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def get_jdl(conn: Connection, job_id: int) -> tuple[str, str]:
+    """The job's original and current JDL; NotFound for an unknown job."""
+    row = conn.execute(
+        select(job_jdls.c.original_jdl, job_jdls.c.jdl).where(job_jdls.c.job_id == job_id)
+    ).one_or_none()
+    if row is None:
+        raise NotFound(f"no job {job_id}")
+    return row.original_jdl, row.jdl
+
+
+def get_history(conn: Connection, job_id: int) -> list[dict[str, Any]]:
+    """The job's status changes in the order they were recorded."""
+    stmt = (
+        select(
+            status_history.c.status,
+            status_history.c.minor_status,
+            status_history.c.source,
+            status_history.c.time,
+        )
+        .where(status_history.c.job_id == job_id)
+        .order_by(status_history.c.entry_id)
+    )
+    return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def jobs_of_pool(conn: Connection, pool_id: str, status: str | Collection[str]) -> list[int]:
+    """Ids of the pool's jobs in the given status(es), ascending."""
+    stmt = (
+        select(jobs.c.job_id)
+        .where(jobs.c.submit_pool == pool_id, jobs.c.status.in_(_statuses(status)))
+        .order_by(jobs.c.job_id)
+    )
+    return list(conn.execute(stmt).scalars())

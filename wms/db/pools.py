@@ -1,0 +1,152 @@
+"""Queries on submit pools and the queues each pool may run in.
+
+A submit pool is the hash of a job's canonical Requirements; its eligible
+queues (``pool_queues``) are computed by the pool agent and replaced as a
+whole. ``get_pools_for_queue`` is the pilot-facing read
+(getSubmitPoolsForQueue): one query on the ``(site, ce, queue, pool_id)``
+index. Functions take the caller's connection and never commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, delete, exists, func, insert, select, update
+
+from wms.core.errors import NotFound
+from wms.core.states import JobStatus
+from wms.db.engine import insert_ignoring_duplicates
+from wms.db.jobs import chunked
+from wms.db.schema import jobs, pool_queues, submit_pools
+
+# A pool is in use while a job in one of these states refers to it.
+POOL_IN_USE_STATES = (
+    JobStatus.RECEIVED,
+    JobStatus.CHECKING,
+    JobStatus.WAITING,
+    JobStatus.MATCHED,
+)
+
+
+def upsert_pool(conn: Connection, pool_id: str, requirements_json: str, vo: str, now: datetime) -> bool:
+    """Create the pool unless it exists (an existing one is left as it is); True if created.
+
+    Safe against a concurrent creator of the same pool: the loser waits for
+    the winner's commit and then does nothing.
+    """
+    row = {
+        "pool_id": pool_id,
+        "requirements": requirements_json,
+        "vo": vo,
+        "created": now,
+        "last_update": now,
+        "last_used": now,
+    }
+    return insert_ignoring_duplicates(conn, submit_pools, [row], ["pool_id"]) == 1
+
+
+def replace_pool_queues(
+    conn: Connection, pool_id: str, queues: Iterable[tuple[str, str, str]], now: datetime
+) -> None:
+    """Make ``queues`` (site, ce, queue) the pool's eligible queues and stamp its last update.
+
+    The pool row is updated first, which locks it: two agents refreshing the
+    same pool run one after the other. NotFound for an unknown pool.
+    """
+    touched = conn.execute(
+        update(submit_pools).where(submit_pools.c.pool_id == pool_id).values(last_update=now)
+    ).rowcount
+    if touched == 0:
+        raise NotFound(f"no submit pool {pool_id}")
+    conn.execute(delete(pool_queues).where(pool_queues.c.pool_id == pool_id))
+    rows = [
+        {"pool_id": pool_id, "site": site, "ce": ce, "queue": queue, "updated": now}
+        for site, ce, queue in sorted(set(queues))
+    ]
+    if rows:
+        conn.execute(insert(pool_queues), rows)
+
+
+def get_pools_for_queue(conn: Connection, site: str, ce: str, queue: str) -> list[str]:
+    """The pools whose jobs may run in Site/CE/Queue, sorted (getSubmitPoolsForQueue)."""
+    stmt = (
+        select(pool_queues.c.pool_id)
+        .where(pool_queues.c.site == site, pool_queues.c.ce == ce, pool_queues.c.queue == queue)
+        .order_by(pool_queues.c.pool_id)
+    )
+    return list(conn.execute(stmt).scalars())
+
+
+def get_pool(conn: Connection, pool_id: str) -> dict[str, Any] | None:
+    """The pool with its ``queues`` as sorted (site, ce, queue) tuples; None if unknown."""
+    row = conn.execute(select(submit_pools).where(submit_pools.c.pool_id == pool_id)).mappings().one_or_none()
+    if row is None:
+        return None
+    stmt = (
+        select(pool_queues.c.site, pool_queues.c.ce, pool_queues.c.queue)
+        .where(pool_queues.c.pool_id == pool_id)
+        .order_by(pool_queues.c.site, pool_queues.c.ce, pool_queues.c.queue)
+    )
+    return {**row, "queues": [tuple(q) for q in conn.execute(stmt)]}
+
+
+def list_pools(conn: Connection) -> list[dict[str, Any]]:
+    """Every pool by id, with ``jobs`` (job count per status) and ``queue_count``."""
+    pools = {
+        row["pool_id"]: {**row, "jobs": {}, "queue_count": 0}
+        for row in conn.execute(select(submit_pools).order_by(submit_pools.c.pool_id)).mappings()
+    }
+    job_counts = (
+        select(jobs.c.submit_pool, jobs.c.status, func.count())
+        .where(jobs.c.submit_pool.is_not(None))
+        .group_by(jobs.c.submit_pool, jobs.c.status)
+    )
+    for pool_id, status, count in conn.execute(job_counts):
+        if pool_id in pools:
+            pools[pool_id]["jobs"][status] = count
+    queue_counts = select(pool_queues.c.pool_id, func.count()).group_by(pool_queues.c.pool_id)
+    for pool_id, count in conn.execute(queue_counts):
+        if pool_id in pools:
+            pools[pool_id]["queue_count"] = count
+    return list(pools.values())
+
+
+def touch_pool_used(conn: Connection, pool_ids: Iterable[str], now: datetime) -> None:
+    """Record that jobs used these pools at ``now`` (the clean-up grace restarts)."""
+    for chunk in chunked(sorted(set(pool_ids))):
+        conn.execute(update(submit_pools).where(submit_pools.c.pool_id.in_(chunk)).values(last_used=now))
+
+
+def _unused(older_than: datetime):
+    in_use = exists().where(
+        jobs.c.submit_pool == submit_pools.c.pool_id,
+        jobs.c.status.in_([str(s) for s in POOL_IN_USE_STATES]),
+    )
+    return (submit_pools.c.last_used < older_than) & ~in_use
+
+
+def unused_pools(conn: Connection, older_than: datetime) -> list[str]:
+    """Pools no pending job refers to (Received, Checking, Waiting, Matched), last used before ``older_than``."""
+    stmt = select(submit_pools.c.pool_id).where(_unused(older_than)).order_by(submit_pools.c.pool_id)
+    return list(conn.execute(stmt).scalars())
+
+
+def delete_pools(
+    conn: Connection, pool_ids: Iterable[str], *, unused_before: datetime | None = None
+) -> int:
+    """Delete pools and their queue lists; how many pools went.
+
+    With ``unused_before``, a pool is deleted only if it is still unused (as
+    ``unused_pools`` says) when the DELETE runs: a job submitted since the
+    pool was listed keeps it alive.
+    """
+    count = 0
+    for chunk in chunked(sorted(set(pool_ids))):
+        condition = submit_pools.c.pool_id.in_(chunk)
+        if unused_before is not None:
+            condition = condition & _unused(unused_before)
+        # pool_queues rows go with ON DELETE CASCADE.
+        count += conn.execute(delete(submit_pools).where(condition)).rowcount
+    return count

@@ -1,0 +1,100 @@
+"""Queries on task queues: the job categories the Matcher works on.
+
+Jobs whose scheduling-relevant content is the same share one task queue,
+found by its ``tq_key`` (a digest). Creation is get-or-create in at most
+three statements and safe against concurrent submitters. Functions take
+the caller's connection and never commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, delete, exists, func, select, update
+
+from wms.core.states import FINAL_STATES, JobStatus
+from wms.db.engine import insert_ignoring_duplicates
+from wms.db.jobs import chunked
+from wms.db.schema import jobs, task_queues
+
+_DEF_COLUMNS = ("tq_key", "owner", "owner_group", "vo", "submit_pool", "cpu_time", "definition", "priority")
+
+
+def _find(conn: Connection, keys: Collection[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for chunk in chunked(sorted(keys)):
+        stmt = select(task_queues.c.tq_key, task_queues.c.tq_id).where(task_queues.c.tq_key.in_(chunk))
+        found.update({key: tq_id for key, tq_id in conn.execute(stmt)})
+    return found
+
+
+def get_or_create_task_queues(
+    conn: Connection, defs: list[dict[str, Any]], now: datetime
+) -> dict[str, int]:
+    """The id of each definition's task queue, created when missing: ``{tq_key: tq_id}``.
+
+    Each definition carries tq_key, owner, owner_group, vo, submit_pool,
+    cpu_time, definition (JSON text) and priority. An existing task queue
+    is used as it is. Concurrent callers creating the same key all get the
+    one row: the insert skips keys another transaction holds, and the final
+    read (READ COMMITTED on the server databases) sees its commit.
+    """
+    wanted = {d["tq_key"]: d for d in defs}
+    if not wanted:
+        return {}
+    found = _find(conn, wanted)
+    missing = [
+        {**{name: wanted[key].get(name) for name in _DEF_COLUMNS}, "created": now}
+        for key in wanted
+        if key not in found
+    ]
+    if missing:
+        for row in missing:
+            if row["priority"] is None:
+                row["priority"] = 1
+        insert_ignoring_duplicates(conn, task_queues, missing, ["tq_key"])
+        found.update(_find(conn, [row["tq_key"] for row in missing]))
+    return {key: found[key] for key in wanted}
+
+
+def list_task_queues(conn: Connection) -> list[dict[str, Any]]:
+    """Every task queue by id, with ``waiting_jobs``: how many of its jobs are Waiting."""
+    waiting = (
+        select(jobs.c.task_queue_id, func.count().label("n"))
+        .where(jobs.c.status == JobStatus.WAITING.value)
+        .group_by(jobs.c.task_queue_id)
+        .subquery()
+    )
+    stmt = (
+        select(task_queues, func.coalesce(waiting.c.n, 0).label("waiting_jobs"))
+        .select_from(task_queues.outerjoin(waiting, waiting.c.task_queue_id == task_queues.c.tq_id))
+        .order_by(task_queues.c.tq_id)
+    )
+    return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def delete_empty_task_queues(conn: Connection) -> int:
+    """Delete the task queues no unfinished job belongs to; how many went.
+
+    A Matched or Running job may still come back to Waiting, so only jobs
+    in a final state (Done, Failed, Killed) leave a task queue empty; they
+    are detached from it (task_queue_id set to NULL) before it is deleted.
+    """
+    final = [str(s) for s in FINAL_STATES]
+    unfinished = exists().where(
+        jobs.c.task_queue_id == task_queues.c.tq_id, jobs.c.status.not_in(final)
+    )
+    empty = list(conn.execute(select(task_queues.c.tq_id).where(~unfinished)).scalars())
+    count = 0
+    for chunk in chunked(empty):
+        conn.execute(
+            update(jobs)
+            .where(jobs.c.task_queue_id.in_(chunk), jobs.c.status.in_(final))
+            .values(task_queue_id=None)
+        )
+        # Checked again: a job may have joined the queue since it was listed.
+        still_empty = task_queues.c.tq_id.in_(chunk) & ~exists().where(jobs.c.task_queue_id == task_queues.c.tq_id)
+        count += conn.execute(delete(task_queues).where(still_empty)).rowcount
+    return count

@@ -1,0 +1,76 @@
+"""Starting the service: `wms server` (API only) and `wms up` (embedded).
+
+`wms up` is the all-in-one of a laptop: it migrates the database, writes a
+manager token for the local user to ~/.config/wms/token (when the one
+there does not open this database), and serves the API. Configuration
+errors stop it before anything starts.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from wms.cli.client import token_file
+from wms.config import config_dir_from_env, load_config
+from wms.core.errors import ConfigError, Unauthorized, WmsError
+from wms.core.identity import Identity
+from wms.db.migrate import upgrade
+from wms.services.runtime import Runtime
+from wms.services.tokens import authenticate, create_token
+
+
+def parse_bind(bind: str) -> tuple[str, int]:
+    host, sep, port = bind.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"bind must be HOST:PORT, got {bind!r}")
+    return host, int(port)
+
+
+def local_manager(runtime: Runtime) -> Identity:
+    """The local user as manager; group and VO from cluster.yaml when it knows the user."""
+    user = getpass.getuser()
+    known = runtime.config.cluster.users.get(user)
+    group = known.group if known else "wms_admin"
+    vo = known.vo if known else "wms"
+    return Identity(user=user, group=group, vo=vo, role="manager")
+
+
+def ensure_local_token(runtime: Runtime, path: Path | None = None) -> Path:
+    """Keep a manager token that opens this database at ``path``."""
+    path = path or token_file()
+    now = datetime.now(timezone.utc)
+    try:
+        authenticate(runtime.engine, path.read_text().strip(), now)
+        return path
+    except (FileNotFoundError, Unauthorized):
+        pass
+    token = create_token(runtime.engine, local_manager(runtime), now, description="wms up: local manager")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(token + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def serve(config_dir: str | None, bind: str | None, *, embedded: bool) -> int:
+    import uvicorn
+
+    from wms.api.app import create_app
+
+    try:
+        config = load_config(config_dir_from_env(config_dir))
+        host, port = parse_bind(bind or config.settings.bind)
+        runtime = Runtime.create(config)
+        if embedded:
+            upgrade(runtime.engine)
+            token_path = ensure_local_token(runtime)
+            print(f"wms up: manager token for {getpass.getuser()} in {token_path}", file=sys.stderr)
+    except WmsError as exc:
+        print(f"wms: {exc}", file=sys.stderr)
+        return 1
+    print(f"wms: serving http://{host}:{port}/api/v1 (OpenAPI at /docs)", file=sys.stderr)
+    uvicorn.run(create_app(runtime), host=host, port=port, log_level="warning")
+    return 0

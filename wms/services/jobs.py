@@ -1,0 +1,120 @@
+"""Reading and changing jobs: status, lists, history, JDL, kill."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from wms.core.errors import Forbidden, InvalidInput, NotFound
+from wms.core.identity import Identity
+from wms.core.states import FINAL_STATES, KILLABLE, JobStatus
+from wms.db import jobs as jobs_db
+from wms.services import access
+from wms.services.retry import run_in_transaction
+from wms.services.runtime import Runtime
+
+SOURCE_USER = "User"
+
+
+def summary(row: dict[str, Any]) -> dict[str, Any]:
+    """The public view of one job (INTERFACE.md "Machine-readable output")."""
+    return {
+        "JobID": row["job_id"],
+        "JobName": row["job_name"],
+        "Status": row["status"],
+        "MinorStatus": row["minor_status"],
+        "Owner": row["owner"],
+        "OwnerGroup": row["owner_group"],
+        "VO": row["vo"],
+        "Site": row["site"],
+        "Queue": row["queue"],
+        "SubmitPool": row["submit_pool"] or "",
+        "TaskQueue": row["task_queue_id"],
+        "Priority": row["priority"],
+        "CPUTime": row["cpu_time"],
+        "SubmissionTime": row["submission_time"].isoformat(),
+        "LastUpdateTime": row["last_update_time"].isoformat(),
+    }
+
+
+def visible_jobs(runtime: Runtime, identity: Identity, job_ids: list[int]) -> list[dict[str, Any]]:
+    """The rows of ``job_ids``; refuses the whole request if one is unknown or not the caller's."""
+    if not job_ids:
+        raise InvalidInput("no job id given")
+    with runtime.engine.connect() as conn:
+        rows = {row["job_id"]: row for row in jobs_db.get_jobs(conn, job_ids)}
+    missing = [i for i in job_ids if i not in rows]
+    if missing:
+        raise NotFound(f"no such job: {', '.join(map(str, missing))}")
+    hidden = [i for i in job_ids if not access.may_see_job(identity, rows[i]["owner"])]
+    if hidden:
+        raise Forbidden(f"job {', '.join(map(str, hidden))} belongs to another user")
+    return [rows[i] for i in job_ids]
+
+
+def job_status(runtime: Runtime, identity: Identity, job_ids: list[int]) -> list[dict[str, Any]]:
+    return [summary(row) for row in visible_jobs(runtime, identity, job_ids)]
+
+
+def list_jobs(
+    runtime: Runtime, identity: Identity, *, status: str | None = None, owner: str | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """Jobs the caller may see: users their own, admins anyone's (``owner`` filters)."""
+    if status is not None and status not in {s.value for s in JobStatus}:
+        raise InvalidInput(f"unknown status {status!r} (one of {', '.join(s.value for s in JobStatus)})")
+    if not access.sees_all_jobs(identity):
+        if owner is not None and owner != identity.user:
+            raise Forbidden("users may list only their own jobs")
+        owner = identity.user
+    with runtime.engine.connect() as conn:
+        return [summary(row) for row in jobs_db.list_jobs(conn, owner=owner, status=status, limit=limit)]
+
+
+def history(runtime: Runtime, identity: Identity, job_id: int) -> list[dict[str, Any]]:
+    visible_jobs(runtime, identity, [job_id])
+    with runtime.engine.connect() as conn:
+        entries = jobs_db.get_history(conn, job_id)
+    return [
+        {
+            "Status": e["status"],
+            "MinorStatus": e["minor_status"],
+            "Source": e["source"],
+            "Time": e["time"].isoformat(),
+        }
+        for e in entries
+    ]
+
+
+def job_jdl(runtime: Runtime, identity: Identity, job_id: int) -> dict[str, str]:
+    visible_jobs(runtime, identity, [job_id])
+    with runtime.engine.connect() as conn:
+        original, processed = jobs_db.get_jdl(conn, job_id)
+    return {"JobID": job_id, "OriginalJDL": original, "JDL": processed}
+
+
+def kill_jobs(runtime: Runtime, identity: Identity, job_ids: list[int], now: datetime) -> dict[str, Any]:
+    """Kill jobs; refused whole if one is unknown or not the caller's.
+
+    Jobs already finished are reported, not changed. The status change is
+    conditional on the state read, so a job that finishes meanwhile is not
+    turned into Killed.
+    """
+    rows = visible_jobs(runtime, identity, job_ids)
+    refused = [r["job_id"] for r in rows if not access.may_change_job(identity, r["owner"])]
+    if refused:
+        raise Forbidden(f"you may not kill job {', '.join(map(str, refused))}")
+    finished = {r["job_id"]: r["status"] for r in rows if r["status"] in FINAL_STATES}
+    to_kill = [r["job_id"] for r in rows if r["job_id"] not in finished]
+
+    def kill(conn) -> list[int]:
+        return jobs_db.set_status(
+            conn, to_kill, JobStatus.KILLED.value, f"Killed by {identity.user}", SOURCE_USER, now,
+            expect={s.value for s in KILLABLE},
+        )
+
+    killed = run_in_transaction(runtime.engine, kill) if to_kill else []
+    not_killed = {str(i): f"already {s}" for i, s in finished.items()}
+    for i in to_kill:
+        if i not in killed:
+            not_killed[str(i)] = "finished meanwhile"
+    return {"killed": sorted(killed), "not_killed": not_killed}

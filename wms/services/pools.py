@@ -1,0 +1,138 @@
+"""SubmitPools as services: getSubmitPoolsForQueue, listing, match-queues,
+and the periodic refresh that re-examines waiting jobs (specs/002)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from wms.core import pools, scheduling
+from wms.core.errors import InvalidInput, NotFound
+from wms.core.optimizers import Job
+from wms.core.identity import Identity
+from wms.core.optimizers.job_scheduling import scheduling_request
+from wms.core.resources import QueueRef
+from wms.core.states import JobStatus
+from wms.db import jobs as jobs_db
+from wms.db import pools as pools_db
+from wms.db import task_queues as tq_db
+from wms.services import jobs as jobs_service
+from wms.services.retry import run_in_transaction
+from wms.services.runtime import Runtime
+from wms.services.submission import SubmitOptions, parse_sources, run_chain
+
+
+def submit_pools_for_queue(runtime: Runtime, site: str, ce: str, queue: str) -> list[str]:
+    """getSubmitPoolsForQueue: the pools whose eligible queues contain Site/CE/Queue."""
+    for name, value in (("site", site), ("ce", ce), ("queue", queue)):
+        if not value:
+            raise InvalidInput(f"{name} must be given")
+    with runtime.engine.connect() as conn:
+        return pools_db.get_pools_for_queue(conn, site, ce, queue)
+
+
+def list_pools(runtime: Runtime) -> list[dict[str, Any]]:
+    with runtime.engine.connect() as conn:
+        rows = pools_db.list_pools(conn)
+    return [_pool_view(row) for row in rows]
+
+
+def get_pool(runtime: Runtime, pool_id: str) -> dict[str, Any]:
+    with runtime.engine.connect() as conn:
+        row = pools_db.get_pool(conn, pool_id)
+    if row is None:
+        raise NotFound(f"no such SubmitPool: {pool_id}")
+    return _pool_view(row)
+
+
+def _pool_view(row: dict[str, Any]) -> dict[str, Any]:
+    document = json.loads(row["requirements"])
+    view = {
+        "SubmitPool": row["pool_id"],
+        "VO": row["vo"],
+        "Requirements": document.get(pools.REQUIREMENTS_KEY, document.get(pools.EXPRESSION_KEY)),
+        "Created": row["created"].isoformat(),
+        "LastUpdate": row["last_update"].isoformat(),
+    }
+    for key in ("queues", "queue_count", "jobs"):
+        if key in row:
+            view[{"queues": "Queues", "queue_count": "QueueCount", "jobs": "Jobs"}[key]] = row[key]
+    return view
+
+
+def explain_job(runtime: Runtime, job: Job) -> dict[str, Any]:
+    """Every queue of the job's VO, eligible or with the first static reason it is not."""
+    resources = runtime.resources_for(job.vo)
+    pool_doc = job.pool.requirements if job.pool is not None else None
+    eligible = {ref.name for ref in job.queues or []}
+    rejected: dict[str, str] = {}
+    types = runtime.config.operations.JobDescription.Parameters
+    request = scheduling_request(job, runtime.config.settings.cpu_time_segments)
+    for ref in resources.queues():
+        if ref.name in eligible:
+            continue
+        params = resources.queue_parameters(ref)
+        reason = pools.queue_rejection(pool_doc, params, types) if pool_doc is not None else None
+        if reason is None:
+            reason = scheduling.rejection(request, ref, params)
+        rejected[ref.name] = reason or "not eligible"
+    return {"eligible": sorted(eligible), "rejected": rejected}
+
+
+def match_queues_for_text(runtime: Runtime, identity: Identity, source: str, text: str, now: datetime) -> dict[str, Any]:
+    """The queues that could run a JDL (first job of a parametric one), stored nowhere."""
+    parsed = parse_sources([(source, text)], SubmitOptions(), runtime.config.settings.max_jobs_per_submission)
+    [job] = run_chain(runtime, runtime.chain_env(now), identity, parsed[:1])
+    return explain_job(runtime, job)
+
+
+def match_queues_for_job(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:
+    """The queues that could run a stored job, judged on today's configuration."""
+    [row] = jobs_service.visible_jobs(runtime, identity, [job_id])
+    with runtime.engine.connect() as conn:
+        original, _ = jobs_db.get_jdl(conn, job_id)
+    owner = Identity(user=row["owner"], group=row["owner_group"], vo=row["vo"], role="user")
+    return match_queues_for_text(runtime, owner, f"job {job_id}", original, now)
+
+
+def refresh_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
+    """Recompute every pool's eligible queues, then re-examine the waiting jobs.
+
+    Specs/002: site parameters change after jobs were submitted, so the
+    pool-to-queue map is recomputed at regular intervals and stamped. Jobs
+    are re-examined per task queue (all jobs of one share the answer): a
+    task queue that no queue can run gets "No eligible queue: ..." on its
+    waiting jobs; one that can again gets back its waiting MinorStatus.
+    """
+    types = runtime.config.operations.JobDescription.Parameters
+    with runtime.engine.connect() as conn:
+        stored = pools_db.list_pools(conn)
+    new_queues: dict[str, list[QueueRef]] = {}
+    for row in stored:
+        document = json.loads(row["requirements"])
+        new_queues[row["pool_id"]] = pools.pool_queues(document, runtime.resources_for(row["vo"]), types)
+
+    def store(conn) -> None:
+        for pool_id, refs in new_queues.items():
+            pools_db.replace_pool_queues(conn, pool_id, [(r.site, r.ce, r.queue) for r in refs], now)
+
+    run_in_transaction(runtime.engine, store)
+
+    with runtime.engine.connect() as conn:
+        task_queues = tq_db.list_task_queues(conn)
+    changed = 0
+    for tq in task_queues:
+        definition = json.loads(tq["definition"]) if isinstance(tq["definition"], str) else tq["definition"]
+        resources = runtime.resources_for(tq["vo"])
+        pool_id = tq["submit_pool"]
+        pool_queues = new_queues.get(pool_id, []) if pool_id else None
+        request = scheduling.SchedulingRequest.from_definition(definition)
+        kept, dropped = scheduling.static_queues(request, pool_queues, resources)
+        minor = scheduling.WAITING_FOR_PILOT if kept else scheduling.no_queue_message(dropped)
+
+        def update(conn, tq_id=tq["tq_id"], minor=minor) -> int:
+            return jobs_db.set_task_queue_minor_status(conn, tq_id, JobStatus.WAITING.value, minor, now)
+
+        changed += run_in_transaction(runtime.engine, update)
+    return {"pools": len(new_queues), "task_queues": len(task_queues), "jobs_changed": changed}

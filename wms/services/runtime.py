@@ -1,0 +1,47 @@
+"""What a running server holds: configuration, database engine, the
+optimizer chain and per-VO views of the Resources configuration.
+
+Built once at start-up (``Runtime.create``) and passed explicitly to every
+service function, so tests build their own with a SQLite URL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy.engine import Engine
+
+from wms.config import Config
+from wms.core.optimizers import ChainEnv, Executor, build_chain
+from wms.core.resources import Resources
+from wms.db.engine import make_engine
+
+
+@dataclass
+class Runtime:
+    config: Config
+    engine: Engine
+    chain: list[Executor]
+    _resources: dict[str | None, Resources] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, config: Config, engine: Engine | None = None) -> "Runtime":
+        engine = engine if engine is not None else make_engine(config.settings.database_url)
+        return cls(config=config, engine=engine, chain=build_chain(list(config.settings.optimizers)))
+
+    def resources_for(self, vo: str | None) -> Resources:
+        """The Resources view of one VO (VO-specific parameters applied), cached."""
+        view = self._resources.get(vo)
+        if view is None:
+            view = self._resources[vo] = Resources(self.config.resources, vo)
+        return view
+
+    def chain_env(self, now: datetime) -> ChainEnv:
+        return ChainEnv(
+            settings=self.config.settings,
+            operations=self.config.operations,
+            cluster=self.config.cluster,
+            resources_for=self.resources_for,
+            now=now,
+        )
