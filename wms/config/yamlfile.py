@@ -78,10 +78,16 @@ class _Builder:
     def build(self, node: yaml.Node, path: KeyPath, line: int) -> Any:
         self.lines.setdefault(path, line)
         if isinstance(node, yaml.MappingNode):
-            self.loader.flatten_mapping(node)  # resolves "<<" merge keys
+            own = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
+            self.loader.flatten_mapping(node)  # resolves "<<" merge keys, placed first
+            merged_count = len(node.value) - own
             result: dict[Any, Any] = {}
             first_line: dict[Any, int] = {}
-            for key_node, value_node in node.value:
+            for position, (key_node, value_node) in enumerate(node.value):
+                if position < merged_count:  # merged in: the mapping's own keys override it
+                    key = self.loader.construct_object(key_node, deep=True)
+                    result[key] = self.build(value_node, path + (key,), _line(key_node))
+                    continue
                 if not isinstance(key_node, yaml.ScalarNode):
                     raise ConfigError(
                         "a key must be a plain value, not a list or mapping",
@@ -96,6 +102,8 @@ class _Builder:
                         where=f"{self.where}:{key_line}",
                     )
                 first_line[key] = key_line
+                if key in result:  # overrides a merged-in key: point at this line
+                    self.lines.pop(path + (key,), None)
                 result[key] = self.build(value_node, path + (key,), key_line)
             return result
         if isinstance(node, yaml.SequenceNode):

@@ -19,12 +19,11 @@ Two decisions beyond the RFC, written down in docs/architecture.md:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any, Mapping
 
 from wms.core import classad
-from wms.core.requirements import check_queue, eligible_queues
+from wms.core.requirements import check_queue, eligible_queues, submit_pool_id
 from wms.core.resources import QueueRef, Resources
 
 EXPRESSION_KEY = "expression"
@@ -44,9 +43,8 @@ def pool_document(vo: str, *, requirements: Mapping[str, Any] | None = None, exp
 
 
 def pool_id(document: Mapping[str, Any]) -> str:
-    """The SubmitPool identifier: a digest of the canonical document."""
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """The SubmitPool identifier: the requirements digest, taken over the whole document."""
+    return submit_pool_id(document)
 
 
 def document_text(document: Mapping[str, Any]) -> str:

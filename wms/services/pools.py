@@ -55,9 +55,12 @@ def _pool_view(row: dict[str, Any]) -> dict[str, Any]:
         "Created": row["created"].isoformat(),
         "LastUpdate": row["last_update"].isoformat(),
     }
-    for key in ("queues", "queue_count", "jobs"):
-        if key in row:
-            view[{"queues": "Queues", "queue_count": "QueueCount", "jobs": "Jobs"}[key]] = row[key]
+    if "queues" in row:
+        view["Queues"] = [QueueRef(*q).name for q in row["queues"]]
+    if "queue_count" in row:
+        view["QueueCount"] = row["queue_count"]
+    if "jobs" in row:
+        view["Jobs"] = row["jobs"]
     return view
 
 
@@ -67,7 +70,7 @@ def explain_job(runtime: Runtime, job: Job) -> dict[str, Any]:
     pool_doc = job.pool.requirements if job.pool is not None else None
     eligible = {ref.name for ref in job.queues or []}
     rejected: dict[str, str] = {}
-    types = runtime.config.operations.JobDescription.Parameters
+    types = runtime.config.parameter_types
     request = scheduling_request(job, runtime.config.settings.cpu_time_segments)
     for ref in resources.queues():
         if ref.name in eligible:
@@ -105,7 +108,7 @@ def refresh_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
     task queue that no queue can run gets "No eligible queue: ..." on its
     waiting jobs; one that can again gets back its waiting MinorStatus.
     """
-    types = runtime.config.operations.JobDescription.Parameters
+    types = runtime.config.parameter_types
     with runtime.engine.connect() as conn:
         stored = pools_db.list_pools(conn)
     new_queues: dict[str, list[QueueRef]] = {}

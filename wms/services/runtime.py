@@ -34,7 +34,7 @@ class Runtime:
         """The Resources view of one VO (VO-specific parameters applied), cached."""
         view = self._resources.get(vo)
         if view is None:
-            view = self._resources[vo] = Resources(self.config.resources, vo)
+            view = self._resources[vo] = self.config.make_resources(vo)
         return view
 
     def chain_env(self, now: datetime) -> ChainEnv:
@@ -43,5 +43,6 @@ class Runtime:
             operations=self.config.operations,
             cluster=self.config.cluster,
             resources_for=self.resources_for,
+            parameter_types=self.config.parameter_types,
             now=now,
         )

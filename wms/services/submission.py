@@ -9,6 +9,7 @@ job is refused whole and stores nothing.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Mapping
@@ -127,12 +128,13 @@ def submit_jobs(
             raise InvalidInput(f"{job.source}: the optimizer chain did not file the job into a task queue")
         task_queues.setdefault(job.task_queue["tq_key"], job.task_queue)
     used_pools = {job.pool.pool_id: job.pool for job in jobs if job.pool is not None}
+    tq_rows = [{**tq, "definition": json.dumps(tq["definition"], sort_keys=True)} for tq in task_queues.values()]
 
     def store(conn) -> list[int]:
         for pool in used_pools.values():
             if pools_db.upsert_pool(conn, pool.pool_id, pools.document_text(pool.requirements), pool.vo, now):
                 pools_db.replace_pool_queues(conn, pool.pool_id, [(q.site, q.ce, q.queue) for q in pool.queues], now)
-        tq_ids = tq_db.get_or_create_task_queues(conn, list(task_queues.values()), now)
+        tq_ids = tq_db.get_or_create_task_queues(conn, tq_rows, now)
         rows = [
             {
                 "job_name": job.description.job_name or "",

@@ -75,12 +75,10 @@ class ChainEnv:
     operations: Any
     cluster: Any
     resources_for: Callable[[str], Resources]
+    # How each Requirements parameter compares (number, string, list).
+    parameter_types: Mapping[str, str]
     now: datetime
     pools: dict[str, PoolInfo] = field(default_factory=dict)
-
-    @property
-    def parameter_types(self) -> Mapping[str, str]:
-        return self.operations.JobDescription.Parameters
 
 
 class Executor(Protocol):

@@ -1,0 +1,309 @@
+"""ClassAd wrapper (wms/core/classad.py): examples.md 7.0 (expressions against
+the SPEC 004 CE ad), J4's expression, J6 (CE-side policy), records and text."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from wms.core import classad
+from wms.core.classad import ClassAdSyntaxError, Expression
+from wms.core.errors import InvalidInput
+
+# The resource ClassAd of SPEC 004 (004_21b43ebe0db7c7ef.txt), verbatim.
+CE_AD_TEXT = """
+[ id = "atlfarm006.mi.infn.it:2119/blah-pbs-long"; update_time = 1128351882;
+expiry_time = 300; info = [ GlueCEInfoGatekeeperPort = 2119;
+GlueCEStateStatus = "Production"; GlueSubClusterUniqueID = "atlfarm006.mi.infn.it";
+PurchasedBy = "ism_cemon_asynch_purchaser";
+GlueCESEBindGroupSEUniqueID = { "gridftp05.cern.ch" };
+GlueCESEBindGroupCEUniqueID = "atlfarm006.mi.infn.it:2119/blah-pbs-long";
+GlueHostArchitectureSMPSize = 2; GlueHostMainMemoryVirtualSize = 2002;
+GlobusResourceContactString = "atlfarm006.mi.infn.it:2119/blah-pbs"; TTLCEinfo = 300;
+GlueHostOperatingSystemVersion = "3.0.3"; QueueName = "infinite";
+GlueCEStateFreeCPUs = 1; GlueCEInfoTotalCPUs = 1; LRMSType = "pbs";
+GlueHostProcessorModel = "PIII"; GlueCEStateWaitingJobs = 0;
+GlueSubClusterName = "atlfarm006.mi.infn.it"; GlueCEPolicyMaxWallClockTime = 172800;
+GlueCESEBindSEUniqueID = "gridftp05.cern.ch"; GlueCEStateTotalJobs = 0;
+GlueHostOperatingSystemRelease = "3.0.3"; GlueCEPolicyMaxCPUTime = 172800;
+CEid = "atlfarm006.mi.infn.it:2119/blah-pbs-long"; GlueHostProcessorVendor = "intel";
+GlueHostMainMemoryRAMSize = 1001;
+AuthorizationCheck = member(other.CertificateSubject,GlueCEAccessControlBaseRule) || member(strcat("VO:",other.VirtualOrganisation), GlueCEAccessControlBaseRule);
+CloseStorageElements = { [ mount = "/mn/SE2"; name = gridftp05.cern.ch ] };
+GlueCEStateRunningJobs = 0; GlueCEHostingCluster = "atlfarm006.mi.infn.it";
+GlueHostBenchmarkSI00 = 400; GlueClusterUniqueID = "atlfarm006.mi.infn.it";
+GlueForeignKey = { "GlueClusterUniqueID=atlfarm006.mi.infn.it", "GlueCEUniqueID=atlfarm006.mi.infn.it:2119/blah-pbs-long" };
+GlueCEInfoLRMSType = "pbs"; GlueCEInfoHostName = "atlfarm006.mi.infn.it";
+GlueHostOperatingSystemName = "SLC"; GlueCEStateEstimatedResponseTime = 0;
+GlueChunkKey = { "GlueClusterUniqueID=atlfarm006.mi.infn.it" };
+GlueClusterService = { "atlfarm006.mi.infn.it" };
+CloseOutputSECheck = IsUndefined(other.OutputSE) || member(other.OutputSE,GlueCESEBindGroupSEUniqueID);
+GlueHostApplicationSoftwareRunTimeEnvironment = { "GLITE_1_2", "APP1", "APP2", "APP3", "APP4", "APP5" };
+GlueCEInfoLRMSVersion = "Torque_1.0"; GlueClusterName = "atlfarm006.mi.infn.it";
+GlueHostNetworkAdapterOutboundIP = true; GlueHostProcessorClockSpeed = 1000;
+GlueCEAccessControlBaseRule = { "VO:EGEE" }; GlueCEPolicyMaxRunningJobs = 99999;
+GlueHostBenchmarkSF00 = 380; GlueCEName = "infinite";
+GlueHostNetworkAdapterInboundIP = false; GlueCEStateWorstResponseTime = 0;
+GlueCEUniqueID = "atlfarm006.mi.infn.it:2119/blah-pbs-long";
+GlueInformationServiceURL = { undefined, undefined, undefined };
+GlueCEPolicyMaxTotalJobs = 999999; GlueCEPolicyPriority = 1 ] ]
+"""
+
+CE = classad.parse_record(CE_AD_TEXT)
+INFO = CE["info"]  # examples.md 7.0: the Glue attributes sit inside `info`
+
+# examples.md 7.0, RUN-CLASSAD: job expression -> value with other = the CE info ad.
+CONDITIONS = [
+    ("other.GlueCEPolicyMaxCPUTime > 1000", True),
+    (
+        "other.GlueHostBenchmarkSI00 > 500 ? other.GlueCEPolicyMaxCPUTime > 1000\n"
+        "                                  : other.GlueCEPolicyMaxCPUTime > 2000",
+        True,
+    ),
+    (
+        "other.GlueHostBenchmarkSI00 > 300 ? other.GlueCEPolicyMaxCPUTime > 200000\n"
+        "                                  : other.GlueCEPolicyMaxCPUTime > 2000",
+        False,
+    ),
+    ('member("APP3", other.GlueHostApplicationSoftwareRunTimeEnvironment)', True),
+    ('Member("app3", other.GlueHostApplicationSoftwareRunTimeEnvironment)', True),
+    ('member("APP9", other.GlueHostApplicationSoftwareRunTimeEnvironment)', False),
+    ('other.GlueCEStateStatus == "production"', True),
+    ('other.GlueCEStateStatus =?= "production"', False),
+    ("other.GlueHostMainMemoryRAMSize >= 2000", False),
+    ('other.GlueHostMainMemoryRAMSize >= 1000 && other.GlueCEInfoLRMSType == "pbs"', True),
+    ('RegExp("mi.infn.it", other.GlueCEUniqueID)', True),
+    ('regexp("^atlfarm00[0-9]", other.GlueCEUniqueID)', True),
+    ("other.GlueCEPolicyMaxWallClockTime > 1000 && other.NoSuchAttr > 5", None),
+    ("other.NoSuchAttr > 5 || other.GlueCEStateFreeCPUs > 0", True),
+    ("other.NoSuchAttr > 5 || other.GlueCEStateFreeCPUs > 5", None),
+    ("other.NoSuchAttr > 5 && other.GlueCEStateFreeCPUs > 5", False),
+    ("isUndefined(other.NoSuchAttr)", True),
+    ("other.GlueHostNetworkAdapterOutboundIP && !other.GlueHostNetworkAdapterInboundIP", True),
+]
+
+RANKS = [
+    ("-other.GlueCEStateEstimatedResponseTime", 0, int),
+    ("other.GlueCEStateFreeCPUs * 10 + other.GlueCEPolicyMaxCPUTime / 3600", 58, int),
+    ("other.GlueCEPolicyMaxCPUTime / 3600.0", 48.0, float),
+]
+
+J4_REQUIREMENTS = (
+    "other.GlueCEPolicyMaxCPUTime > 1000\n"
+    '  && Member("GLITE_1_2", other.GlueHostApplicationSoftwareRunTimeEnvironment)\n'
+    '  && other.GlueCEStateStatus == "Production"'
+)
+J4_RANK = "-other.GlueCEStateEstimatedResponseTime"
+
+
+def test_fixture_values_of_section_7_0() -> None:
+    assert INFO["GlueCEPolicyMaxCPUTime"] == 172800
+    assert INFO["GlueHostBenchmarkSI00"] == 400
+    assert INFO["GlueCEStateStatus"] == "Production"
+    assert INFO["GlueHostApplicationSoftwareRunTimeEnvironment"] == [
+        "GLITE_1_2", "APP1", "APP2", "APP3", "APP4", "APP5",
+    ]
+    assert INFO["GlueHostNetworkAdapterInboundIP"] is False
+    assert INFO["GlueInformationServiceURL"] == [None, None, None]
+    assert isinstance(INFO["AuthorizationCheck"], Expression)
+    assert INFO["CloseStorageElements"] == [{"mount": "/mn/SE2", "name": Expression("gridftp05.cern.ch")}]
+    assert list(CE) == ["id", "update_time", "expiry_time", "info"]  # source order
+
+
+@pytest.mark.parametrize(("expr", "expected"), CONDITIONS)
+def test_section_7_0_conditions_against_the_ce_info_ad(expr: str, expected: bool | None) -> None:
+    assert classad.eval_bool(expr, {}, INFO) is expected
+
+
+@pytest.mark.parametrize(("expr", "_expected"), CONDITIONS)
+def test_section_7_0_against_the_outer_ad_nothing_matches(expr: str, _expected: bool | None) -> None:
+    # Against the OUTER SPEC 004 ad every other.Glue... is UNDEFINED.
+    assert classad.eval_bool(expr, {}, CE) is not True or "NoSuchAttr" in expr
+
+
+@pytest.mark.parametrize(("expr", "expected", "kind"), RANKS)
+def test_section_7_0_ranks(expr: str, expected: float, kind: type) -> None:
+    value = classad.eval_value(expr, {}, INFO)
+    assert value == expected
+    assert type(value) is kind
+
+
+def test_j4_requirements_and_rank() -> None:
+    assert classad.eval_bool(J4_REQUIREMENTS, {}, INFO) is True
+    assert classad.eval_value(J4_RANK, {}, INFO) == 0
+    assert classad.eval_bool(J4_REQUIREMENTS, {}, CE) is None  # outer ad: UNDEFINED, no match
+    assert classad.eval_value(J4_RANK, {}, CE) is None
+
+
+# examples.md J6: CE-side expressions, evaluated with my = the CE info ad, other = the job.
+J6 = [
+    ({"VirtualOrganisation": "EGEE"}, True, True),
+    ({"VirtualOrganisation": "egee"}, True, True),
+    ({"VirtualOrganisation": "lhcb"}, None, True),
+    ({"VirtualOrganisation": "lhcb", "CertificateSubject": "VO:EGEE"}, True, True),
+    ({"CertificateSubject": "/DC=org/CN=x"}, None, True),
+]
+J6_OUTPUT_SE = [("gridftp05.cern.ch", True), ("GRIDFTP05.CERN.CH", True), ("se.other.org", False)]
+
+
+@pytest.mark.parametrize(("job", "authorised", "close_se"), J6)
+def test_j6_ce_policy(job: dict, authorised: bool | None, close_se: bool) -> None:
+    assert classad.eval_bool("AuthorizationCheck", INFO, job) is authorised
+    assert classad.eval_bool(INFO["AuthorizationCheck"].text, INFO, job) is authorised
+    assert classad.eval_bool("CloseOutputSECheck", INFO, job) is close_se
+
+
+@pytest.mark.parametrize(("output_se", "expected"), J6_OUTPUT_SE)
+def test_j6_close_output_se(output_se: str, expected: bool) -> None:
+    job = {"VirtualOrganisation": "EGEE", "OutputSE": output_se}
+    assert classad.eval_bool(INFO["CloseOutputSECheck"].text, INFO, job) is expected
+
+
+def test_other_references_work_without_a_scope() -> None:
+    # classad2 gives 2 for other.X / 3600 when no scope ad is passed; we always pass one.
+    assert classad.eval_value("other.X / 3600", None, {"X": 172800}) == 48
+    assert classad.eval_value("other.X / 3600") is None
+
+
+def test_nested_records_in_scope_and_target() -> None:
+    assert classad.eval_bool("other.info.Memory >= 2000", None, {"info": {"Memory": 4000}}) is True
+    assert classad.eval_value("my.a.b + 1", {"a": {"b": 1}}, None) == 2
+
+
+def test_eval_bool_conversions() -> None:
+    assert classad.eval_bool("1") is True
+    assert classad.eval_bool("0.0") is False
+    assert classad.eval_bool('"yes"') is None  # not a condition
+    assert classad.eval_bool("1 / 0") is None  # ERROR
+    assert classad.eval_bool("undefined") is None
+    assert classad.eval_bool("true") is True
+    assert classad.eval_bool("false") is False
+
+
+def test_eval_value_returns_plain_python() -> None:
+    assert classad.eval_value('strcat("a", "b")') == "ab"
+    assert classad.eval_value("[ a = 1; b = {1, 2} ]") == {"a": 1, "b": [1, 2]}
+    assert classad.eval_value('absTime("2020-01-01T00:00:00Z")') == dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
+    assert classad.eval_value("error") is None
+    assert classad.eval_value("7 / 2") == 3  # integer division truncates
+
+
+def test_expression_values_in_records_are_evaluated() -> None:
+    my = {"limit": Expression("other.n * 2")}
+    assert classad.eval_value("limit", my, {"n": 21}) == 42
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["1 +", "", "   ", "(1", "1 ) ; x = (2", '"open', "1 ] junk [", "a = 1"],
+)
+def test_bad_expressions_are_refused(bad: str) -> None:
+    with pytest.raises(ClassAdSyntaxError) as info:
+        classad.eval_bool(bad)
+    assert isinstance(info.value, InvalidInput)
+
+
+def test_external_refs() -> None:
+    assert classad.external_refs(J4_REQUIREMENTS) == [
+        "GlueCEPolicyMaxCPUTime",
+        "GlueCEStateStatus",
+        "GlueHostApplicationSoftwareRunTimeEnvironment",
+    ]
+    assert classad.external_refs(J4_RANK) == ["GlueCEStateEstimatedResponseTime"]
+    assert classad.external_refs("true") == []  # classad2 says [''] here
+    assert classad.external_refs("my.A > 1 && B") == []  # unscoped names stay in my
+    assert classad.external_refs("other.A > TARGET.a && other.info.Memory > 1 && Other.B") == ["A", "B", "info"]
+
+
+def test_parse_record_types_and_order() -> None:
+    record = classad.parse_record(
+        """[ Zeta = 1; Alpha = "x"; F = 2.5; B = true; U = undefined; E = error;
+             L = {1, "a", [ y = 1; x = 2 ]}; R = [ Z = 1; A = [ y = 1; x = 2 ] ];
+             X = other.Memory >= 4000; N = -3; D = 0.; 'P.A' = 1 ]"""
+    )
+    assert list(record) == ["Zeta", "Alpha", "F", "B", "U", "E", "L", "R", "X", "N", "D", "P.A"]
+    assert record["B"] is True and record["U"] is None
+    assert record["E"] == Expression("error")
+    assert record["L"][2] == {"x": 2, "y": 1}
+    assert list(record["R"]) == ["Z", "A"] and list(record["R"]["A"]) == ["y", "x"]
+    assert record["X"] == Expression("other.Memory >= 4000")
+    assert record["N"] == -3 and record["D"] == 0.0
+
+
+def _no_classad2_types(value: object) -> bool:
+    if isinstance(value, dict):
+        return all(_no_classad2_types(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_no_classad2_types(v) for v in value)
+    return type(value).__module__ in ("builtins", "wms.core.classad", "datetime")
+
+
+def test_no_classad2_type_leaks() -> None:
+    assert _no_classad2_types(CE)
+    assert _no_classad2_types(classad.eval_value("{other.x, [a = error], undefined}", {}, {"x": 1}))
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "line", "col"),
+    [
+        ("a = 1 ]", "a ClassAd record must start with '['", 1, 1),
+        ("[ a = 1 ] junk", "unexpected text after the closing ']'", 1, 11),
+        ("[ a = {1, 2 ]", "mismatched ']'", 1, 13),
+        ("[ a = 1;\n  b = 1 + ]", "cannot parse the ClassAd record", 1, 1),
+    ],
+)
+def test_parse_record_errors(text: str, message: str, line: int, col: int) -> None:
+    with pytest.raises(ClassAdSyntaxError) as info:
+        classad.parse_record(text)
+    assert info.value.message.startswith(message)
+    assert (info.value.line, info.value.col) == (line, col)
+
+
+def test_render_record_round_trip() -> None:
+    record = {
+        "Executable": "/bin/sh",
+        "Arguments": "-c 'echo \"hi\"; echo \\ done'\n",
+        "Count": 3,
+        "Ratio": 0.1,
+        "On": False,
+        "Nothing": None,
+        "List": ["a", 1, [2.5]],
+        "Requirements": {"SoftwareTag": ["AppVersion1"], "Memory": 4000},
+        "Rank": Expression("-other.GlueCEStateEstimatedResponseTime"),
+        "Parameter.A": 1,
+        "true": 1,
+        "Unicode": "caf\u00e9",
+    }
+    text = classad.render_record(record)
+    assert text.startswith("[\n  Executable = \"/bin/sh\";\n")
+    assert "'Parameter.A' = 1;" in text and "'true' = 1;" in text
+    assert classad.parse_record(text) == record
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "undefined"),
+        (True, "true"),
+        (3, "3"),
+        (0.3, "0.3"),
+        (float("inf"), 'real("INF")'),
+        ('say "hi"\n', '"say \\"hi\\"\\n"'),
+        (["a", 1], '{"a", 1}'),
+        ({"h_rt": "1:00:00", "slots": 2}, '[ h_rt = "1:00:00"; slots = 2 ]'),
+        (Expression("other.X > 1"), "other.X > 1"),
+    ],
+)
+def test_render_value(value: object, text: str) -> None:
+    assert classad.render_value(value) == text
+
+
+def test_tokenize_positions_and_comments() -> None:
+    tokens = classad.tokenize('a = 1; // c\n  /* x\n */ b = "s" # h\n', hash_comments=True)
+    assert [(t.text, t.line, t.col) for t in tokens] == [
+        ("a", 1, 1), ("=", 1, 3), ("1", 1, 5), (";", 1, 6), ("b", 3, 5), ("=", 3, 7), ('"s"', 3, 9),
+    ]
+    with pytest.raises(ClassAdSyntaxError) as info:
+        classad.tokenize("a = 1 # no hash comments in ClassAds")
+    assert (info.value.line, info.value.col) == (1, 7)

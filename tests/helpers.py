@@ -1,0 +1,25 @@
+"""Shared test helpers: the default configuration and callers."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from wms.config import Config, load_config
+from wms.core.identity import Identity
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG_DIR = REPO / "config"
+EXAMPLES = REPO / "examples"
+
+ROLAND = Identity(user="roland", group="lhcb_user", vo="lhcb", role="user")
+ALICE = Identity(user="alice", group="lhcb_user", vo="lhcb", role="user")
+ANDRE = Identity(user="andre", group="dteam_user", vo="dteam", role="user")
+ADMIN = Identity(user="admin", group="lhcb_prod", vo="lhcb", role="manager")
+OPERATOR = Identity(user="oper", group="lhcb_prod", vo="lhcb", role="operator")
+PILOT = Identity(user="pilot", group="lhcb_pilot", vo="lhcb", role="pilot")
+
+
+@lru_cache(maxsize=1)
+def default_config() -> Config:
+    return load_config(CONFIG_DIR)

@@ -1,0 +1,559 @@
+"""Job descriptions: parse a JDL (ClassAd syntax) into typed jobs.
+
+Implements INTERFACE.md "The job description (JDL, ClassAd syntax)", with the
+cases of reference/examples.md section 7: J1 (DIRAC keywords and sandboxes),
+J2 (the RFC #7 Requirements section of SPEC 002_610d46030dd95101.txt), J4
+(a ClassAd Requirements expression with ``other.`` references, SPEC
+004_21b43ebe0db7c7ef.txt) and J7 (parser edge cases); parametric JDLs (J3)
+are expanded by :mod:`wms.core.parametric`.
+
+Reading happens in three steps:
+
+1. Our own tokenizer and structure check (classad2 gives no positions and
+   accepts some mistakes silently) refuse, with ``source:line:col``: an
+   unterminated string or comment, unbalanced or mismatched brackets, list
+   items without a comma between them (``{"a" "b"}``, which classad2 would
+   join into one string), a duplicated attribute (names ignore case), an
+   attribute without ``=``, text after the closing ``]`` and an empty JDL.
+   The outer ``[ ]`` may be left out (as DIRAC's client allows); ``//``,
+   ``/* */`` and ``#`` comments are skipped outside strings.
+2. classad2 parses the checked text (dotted names such as
+   ``ParameterStart.A`` are passed to it quoted); if it still fails, each
+   attribute is parsed alone to name the one at fault.
+3. Each job's attributes are checked and converted into a
+   :class:`JobDescription`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from wms.core import classad, parametric
+from wms.core.classad import IDENT, NAME, NUMBER, OP, PUNCT, STRING, Expression, Token
+from wms.core.errors import JDLError
+
+__all__ = ["JobDescription", "parse_jdl", "parse_one"]
+
+Scalar = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class JobDescription:
+    """One job, as its JDL describes it.
+
+    ``attributes`` holds every top-level attribute (original casing, plain
+    Python values); the typed fields are the ones the system acts on.
+    ``text`` is this one job's JDL, which :func:`parse_one` reads back.
+    """
+
+    attributes: dict[str, Any]
+    text: str
+    executable: str
+    arguments: str | None = None
+    job_name: str | None = None
+    owner: str | None = None
+    owner_group: str | None = None
+    sites: list[str] = field(default_factory=list)
+    banned_sites: list[str] = field(default_factory=list)
+    platforms: list[str] = field(default_factory=list)
+    cpu_time: int | None = None
+    tags: list[str] = field(default_factory=list)
+    priority: int = 0
+    requirements: dict[str, Any] | None = None
+    requirements_expr: str | None = None
+    resource_requests: dict[str, Scalar] = field(default_factory=dict)
+    soft_resource_requests: dict[str, Scalar] = field(default_factory=dict)
+    number_of_processors: int = 1
+    parallel_environment: str | None = None
+    project: str | None = None
+    reservation: int | None = None
+    input_sandbox: list[str] = field(default_factory=list)
+    output_sandbox: list[str] = field(default_factory=list)
+    input_data: list[str] = field(default_factory=list)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The attribute *name* (case-insensitive), or *default*."""
+        lowered = name.lower()
+        for key, value in self.attributes.items():
+            if key.lower() == lowered:
+                return value
+        return default
+
+
+# --------------------------------------------------------------------------
+# Step 1: structure check
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class _Attr:
+    name: str
+    token: Token  # the first token of the name
+    value_start: int  # token indexes of the value: [value_start, value_end)
+    value_end: int
+
+
+def _is(tok: Token, text: str) -> bool:
+    return tok.kind == PUNCT and tok.text == text
+
+
+_OPERATOR_WORDS = frozenset({"is", "isnt"})
+_OPENERS = {"(": ")", "{": "}", "[": "]"}
+
+
+def _ends_value(tok: Token | None) -> bool:
+    if tok is None:
+        return False
+    if tok.kind == IDENT:
+        return tok.text.lower() not in _OPERATOR_WORDS
+    return tok.kind in (STRING, NAME, NUMBER) or (tok.kind == PUNCT and tok.text in ")]}")
+
+
+def _starts_value(tok: Token) -> bool:
+    if tok.kind == IDENT:
+        return tok.text.lower() not in _OPERATOR_WORDS
+    return tok.kind in (STRING, NAME, NUMBER) or (tok.kind == PUNCT and tok.text in "({[")
+
+
+def _show(tok: Token) -> str:
+    return tok.text if len(tok.text) <= 40 else tok.text[:37] + "..."
+
+
+class _Checker:
+    """Walks the tokens once, checking the structure of records and values."""
+
+    def __init__(self, tokens: list[Token], source: str) -> None:
+        self.tokens = tokens
+        self.source = source
+        # dotted attribute names (ParameterStart.A): first token -> (end, name)
+        self.dotted: dict[int, tuple[int, str]] = {}
+
+    def where(self, tok: Token) -> str:
+        return f"{self.source}:{tok.line}:{tok.col}"
+
+    def error(self, message: str, tok: Token) -> JDLError:
+        return JDLError(message, where=self.where(tok))
+
+    def at(self, i: int) -> Token | None:
+        return self.tokens[i] if i < len(self.tokens) else None
+
+    # -- records -------------------------------------------------------------
+
+    def record_body(self, i: int, opener: Token | None) -> tuple[list[_Attr], int]:
+        """Attributes from tokens[i] up to the ``]`` closing *opener* (or the
+        end of the text when *opener* is None); returns them and the index
+        after the ``]``."""
+        attrs: list[_Attr] = []
+        seen: dict[str, Token] = {}
+        while True:
+            while (tok := self.at(i)) is not None and _is(tok, ";"):
+                i += 1
+            if tok is None:
+                if opener is not None:
+                    raise self.error("'[' is not closed", opener)
+                return attrs, i
+            if _is(tok, "]"):
+                if opener is None:
+                    raise self.error("unexpected ']' (no '[' to close)", tok)
+                return attrs, i + 1
+            name, i = self.attribute_name(i)
+            equals = self.at(i)
+            if equals is None or not _is(equals, "="):
+                got = f"got {_show(equals)!r}" if equals is not None else "the text ends"
+                raise self.error(f"{name}: attribute without '=' (expected '=' after the name, {got})", tok)
+            key = name.lower()
+            if key in seen:
+                first = seen[key]
+                raise self.error(
+                    f"duplicate attribute {name} (already set at {first.line}:{first.col}; "
+                    "attribute names ignore case)",
+                    tok,
+                )
+            seen[key] = tok
+            end = self.value(i + 1)
+            if end == i + 1:
+                raise self.error(f"{name}: missing value after '='", equals)
+            attrs.append(_Attr(name, tok, i + 1, end))
+            i = end
+
+    def attribute_name(self, i: int) -> tuple[str, int]:
+        tok = self.tokens[i]
+        if tok.kind == NAME:
+            return re.sub(r"\\(.)", r"\1", tok.text[1:-1]), i + 1
+        if tok.kind != IDENT:
+            raise self.error(f"expected an attribute name, got {_show(tok)!r}", tok)
+        parts, j = [tok.text], i + 1
+        while (
+            (dot := self.at(j)) is not None
+            and dot.kind == OP
+            and dot.text == "."
+            and (part := self.at(j + 1)) is not None
+            and part.kind == IDENT
+        ):
+            parts.append(part.text)
+            j += 2
+        if len(parts) > 1:
+            self.dotted[i] = (j, ".".join(parts))
+        return ".".join(parts), j
+
+    # -- values --------------------------------------------------------------
+
+    def value(self, i: int) -> int:
+        """Skim one attribute value; returns the index of the ``;``/``]`` that
+        ends it, or the end of the tokens."""
+        prev: Token | None = None
+        while (tok := self.at(i)) is not None:
+            if tok.kind == PUNCT:
+                if tok.text in ";]":
+                    return i
+                if tok.text == ",":
+                    raise self.error(
+                        "unexpected ',' (attributes are separated by ';', list items go inside { })", tok
+                    )
+                if tok.text in ")}":
+                    raise self.error(f"unexpected {tok.text!r} (nothing to close)", tok)
+                if tok.text == "=":
+                    self.stray_equals(prev, tok)
+            self.check_adjacent(prev, tok, in_list=False, record_level=True, i=i)
+            i, prev = self.step(i, prev)
+        return i
+
+    def group(self, i: int, opener: Token, *, in_list: bool) -> int:
+        """Skim the inside of ``( )``, ``{ }`` or a subscript ``[ ]`` whose
+        opener is tokens[i - 1]; returns the index after the closer."""
+        closer = _OPENERS[opener.text]
+        prev: Token | None = None
+        while True:
+            tok = self.at(i)
+            if tok is None:
+                raise self.error(f"{opener.text!r} is not closed", opener)
+            if tok.kind == PUNCT:
+                if tok.text == closer:
+                    if prev is not None and _is(prev, ","):
+                        raise self.error(f"expected a value after ',', got {closer!r}", tok)
+                    return i + 1
+                if tok.text in ")]}":
+                    raise self.error(
+                        f"mismatched {tok.text!r}: expected {closer!r} to close {opener.text!r} "
+                        f"opened at {opener.line}:{opener.col}",
+                        tok,
+                    )
+                if tok.text == ";":
+                    raise self.error(
+                        f"unexpected ';' inside {opener.text!r} opened at {opener.line}:{opener.col} "
+                        f"(is a {closer!r} missing?)",
+                        tok,
+                    )
+                if tok.text == ",":
+                    if prev is None or _is(prev, ","):
+                        raise self.error("expected a value before ','", tok)
+                    prev = tok
+                    i += 1
+                    continue
+                if tok.text == "=":
+                    self.stray_equals(prev, tok)
+            self.check_adjacent(prev, tok, in_list=in_list, record_level=False, i=i)
+            i, prev = self.step(i, prev)
+
+    def step(self, i: int, prev: Token | None) -> tuple[int, Token]:
+        """Consume the operand or operator at tokens[i] (a whole bracketed
+        group at once); returns the next index and the last token consumed."""
+        tok = self.tokens[i]
+        if tok.kind == PUNCT and tok.text in _OPENERS:
+            if tok.text == "[" and not _ends_value(prev):
+                _, j = self.record_body(i + 1, tok)  # a nested record
+            else:  # ( ), { }, or a subscript x[...]
+                j = self.group(i + 1, tok, in_list=tok.text == "{")
+            return j, self.tokens[j - 1]
+        return i + 1, tok
+
+    def stray_equals(self, prev: Token | None, tok: Token) -> None:
+        raise self.error("unexpected '=' (to compare values write '==')", tok)
+
+    def check_adjacent(self, prev: Token | None, tok: Token, *, in_list: bool, record_level: bool, i: int) -> None:
+        """Two values side by side with nothing between them."""
+        if not (_ends_value(prev) and _starts_value(tok)):
+            return
+        assert prev is not None
+        if tok.kind == PUNCT and tok.text == "[":
+            return  # subscript: x[0]
+        if tok.kind == PUNCT and tok.text == "(" and prev.kind == IDENT:
+            return  # function call: f(x)
+        if in_list:
+            raise self.error(
+                f"list items must be separated by commas (missing ',' before {_show(tok)!r})", tok
+            )
+        nxt = self.at(i + 1)
+        if record_level and tok.kind in (IDENT, NAME) and nxt is not None and _is(nxt, "="):
+            raise self.error(f"missing ';' before attribute {tok.text}", tok)
+        if prev.kind == STRING and tok.kind == STRING:
+            raise self.error(
+                "two strings side by side: join them into one string or put an operator between them", tok
+            )
+        raise self.error(f"expected an operator or ';' before {_show(tok)!r}", tok)
+
+    # -- whole text ----------------------------------------------------------
+
+    def normalized(self, start: int, end: int) -> list[Token]:
+        """tokens[start:end] with each dotted attribute name as one quoted name."""
+        out: list[Token] = []
+        i = start
+        while i < end:
+            if i in self.dotted:
+                j, name = self.dotted[i]
+                first, last = self.tokens[i], self.tokens[j - 1]
+                out.append(Token(NAME, classad.render_name(name), first.line, first.col, first.start, last.end))
+                i = j
+            else:
+                out.append(self.tokens[i])
+                i += 1
+        return out
+
+
+def _read(text: str, source: str) -> tuple[dict[str, Any], dict[str, Token]]:
+    """The top-level attributes of a JDL and where each one's name starts."""
+    try:
+        tokens = classad.tokenize(text, hash_comments=True)
+    except classad.ClassAdSyntaxError as exc:
+        raise JDLError(exc.message, where=f"{source}:{exc.line}:{exc.col}") from None
+    if not tokens:
+        raise JDLError("empty JDL: no attributes", where=source)
+    checker = _Checker(tokens, source)
+    if _is(tokens[0], "["):
+        attrs, end = checker.record_body(1, tokens[0])
+        if end < len(tokens):
+            raise checker.error(f"unexpected text after the closing ']': {_show(tokens[end])!r}", tokens[end])
+        body = checker.normalized(0, end)
+        ad_text = classad.tokens_to_text(body)
+    else:  # DIRAC's client accepts the attributes without the outer brackets
+        attrs, end = checker.record_body(0, None)
+        ad_text = "[\n" + classad.tokens_to_text(checker.normalized(0, end)) + "\n]"
+    if not attrs:
+        raise JDLError("empty JDL: no attributes", where=checker.where(tokens[0]))
+    positions = {attr.name.lower(): attr.token for attr in attrs}
+    try:
+        return classad.parse_record(ad_text), positions
+    except classad.ClassAdSyntaxError:
+        pass
+    for attr in attrs:  # find the attribute classad2 cannot read
+        value_text = classad.tokens_to_text(checker.normalized(attr.value_start, attr.value_end))
+        try:
+            classad.parse_record(f"[ {classad.render_name(attr.name)} = {value_text}\n]")
+        except classad.ClassAdSyntaxError:
+            raise checker.error(f"cannot parse the value of {attr.name}", attr.token) from None
+    raise checker.error("cannot parse the JDL", tokens[0])
+
+
+# --------------------------------------------------------------------------
+# Step 3: typed fields
+# --------------------------------------------------------------------------
+
+_INT_TEXT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+class _Fields:
+    """Typed access to one job's attributes, failing with their position."""
+
+    def __init__(self, attributes: Mapping[str, Any], locate: Callable[[str], str]) -> None:
+        self.attributes = attributes
+        self.keys = {key.lower(): key for key in attributes}
+        self.locate = locate
+
+    def fail(self, key: str, message: str) -> JDLError:
+        return JDLError(f"{key}: {message}", where=self.locate(key))
+
+    def raw(self, name: str) -> tuple[str, Any] | None:
+        """(name as written, value) or None when absent or UNDEFINED."""
+        key = self.keys.get(name.lower())
+        if key is None or self.attributes[key] is None:
+            return None
+        return key, self.attributes[key]
+
+    def string(self, name: str) -> str | None:
+        found = self.raw(name)
+        if found is None:
+            return None
+        key, value = found
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        raise self.fail(key, f"expected a string, got {classad.render_value(value)}")
+
+    def strings(self, *names: str) -> list[str]:
+        """A string or a list of strings, from any of *names*, merged."""
+        result: list[str] = []
+        for name in names:
+            found = self.raw(name)
+            if found is None:
+                continue
+            key, value = found
+            items = [value] if isinstance(value, str) else value
+            if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+                raise self.fail(key, f"expected a string or a list of strings, got {classad.render_value(value)}")
+            result.extend(item for item in items if item and item not in result)
+        return result
+
+    def integer(self, name: str, *, minimum: int | None, what: str) -> int | None:
+        found = self.raw(name)
+        if found is None:
+            return None
+        key, value = found
+        number: int | None = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, float) and value.is_integer():
+            number = int(value)
+        elif isinstance(value, str) and _INT_TEXT_RE.fullmatch(value.strip()):
+            number = int(value.strip())
+        if number is None or (minimum is not None and number < minimum):
+            raise self.fail(key, f"expected {what}, got {classad.render_value(value)}")
+        return number
+
+    def requests(self, name: str) -> dict[str, Scalar]:
+        found = self.raw(name)
+        if found is None:
+            return {}
+        key, value = found
+        if not isinstance(value, dict):
+            raise self.fail(key, f"expected a record [ name = value; ... ], got {classad.render_value(value)}")
+        for item, request in value.items():
+            if not isinstance(request, (str, int, float)):  # bool is an int
+                raise self.fail(
+                    key, f"{item}: expected a string, a number or a boolean, got {classad.render_value(request)}"
+                )
+        return dict(value)
+
+    def requirements(self) -> tuple[dict[str, Any] | None, str | None]:
+        found = self.raw("Requirements")
+        if found is None:
+            return None, None
+        key, value = found
+        if isinstance(value, dict):
+            return value, None  # the RFC #7 section (SPEC 002)
+        if isinstance(value, Expression):
+            return None, value.text  # a ClassAd expression (SPEC 004)
+        if isinstance(value, bool):
+            return None, "true" if value else "false"
+        raise self.fail(
+            key,
+            "expected a record [ name = value; ... ] (RFC #7) or a ClassAd expression, "
+            f"got {classad.render_value(value)}",
+        )
+
+    def input_data(self) -> list[str]:
+        """InputData as LFNs: a leading ``/`` gets ``LFN:``; ``//`` is refused."""
+        result = []
+        for item in self.strings("InputData"):
+            lfn = item.strip()
+            if lfn.startswith("/"):
+                lfn = "LFN:" + lfn
+            elif lfn[:4].lower() == "lfn:":
+                lfn = "LFN:" + lfn[4:]
+            if lfn.startswith("LFN:") and "//" in lfn:
+                key = self.keys["inputdata"]
+                raise self.fail(key, f"'//' is not allowed inside an LFN, got {classad.render_value(item)}")
+            result.append(lfn)
+        return result
+
+
+def _describe(attributes: dict[str, Any], locate: Callable[[str], str], source: str) -> JobDescription:
+    fields = _Fields(attributes, locate)
+    executable = fields.string("Executable")
+    if executable is None:
+        raise JDLError("Executable is required: the JDL has no Executable attribute", where=source)
+    if not executable.strip():
+        raise JDLError("Executable must not be empty", where=locate(fields.keys["executable"]))
+    requirements, requirements_expr = fields.requirements()
+    processors = fields.integer("NumberOfProcessors", minimum=1, what="a positive integer")
+    priority = fields.integer("Priority", minimum=None, what="an integer")
+    return JobDescription(
+        attributes=attributes,
+        text=classad.render_record(attributes),
+        executable=executable,
+        arguments=fields.string("Arguments"),
+        job_name=fields.string("JobName"),
+        owner=fields.string("Owner"),
+        owner_group=fields.string("OwnerGroup"),
+        sites=fields.strings("Site"),
+        banned_sites=fields.strings("BannedSite", "BannedSites"),
+        platforms=fields.strings("Platform"),
+        cpu_time=fields.integer("CPUTime", minimum=1, what="a positive integer"),
+        tags=fields.strings("Tags", "Tag"),
+        priority=priority if priority is not None else 0,
+        requirements=requirements,
+        requirements_expr=requirements_expr,
+        resource_requests=fields.requests("ResourceRequests"),
+        soft_resource_requests=fields.requests("SoftResourceRequests"),
+        number_of_processors=processors if processors is not None else 1,
+        parallel_environment=fields.string("ParallelEnvironment"),
+        project=fields.string("Project"),
+        reservation=fields.integer("Reservation", minimum=1, what="a positive integer (an advance reservation id)"),
+        input_sandbox=fields.strings("InputSandbox"),
+        output_sandbox=fields.strings("OutputSandbox"),
+        input_data=fields.input_data(),
+    )
+
+
+# --------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------
+
+
+_MERGED_OVERRIDES = frozenset({"resourcerequests", "softresourcerequests"})
+
+
+def _apply_overrides(attributes: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """*attributes* with *overrides* set (names ignore case; a JDL attribute
+    keeps its place and casing). ``ResourceRequests`` and
+    ``SoftResourceRequests`` records are merged request by request."""
+    result = dict(attributes)
+    folded = {key.lower(): key for key in result}
+    for name, value in overrides.items():
+        key = folded.get(name.lower())
+        if key is None:
+            result[name] = value
+            folded[name.lower()] = name
+        elif name.lower() in _MERGED_OVERRIDES and isinstance(result[key], dict) and isinstance(value, Mapping):
+            result[key] = {**result[key], **value}
+        else:
+            result[key] = value
+    return result
+
+
+def parse_jdl(
+    text: str, source: str = "<jdl>", *, overrides: Mapping[str, Any] | None = None
+) -> list[JobDescription]:
+    """Parse a JDL into its jobs: several for a parametric JDL, else one.
+
+    *source* names the text in error messages (``hello.jdl:4:12: ...``).
+    *overrides* are attributes set from outside the text (``wms submit -l``,
+    ``-P``, ...): they replace the JDL's own, except that resource requests
+    are merged; errors about them carry *source* without a position.
+    Raises :class:`JDLError`.
+    """
+    attributes, positions = _read(text, source)
+    if overrides:
+        attributes = _apply_overrides(attributes, overrides)
+        for name in overrides:
+            positions.pop(name.lower(), None)
+
+    def locate(name: str) -> str:
+        tok = positions.get(name.lower())
+        return f"{source}:{tok.line}:{tok.col}" if tok is not None else source
+
+    jobs = parametric.expand(attributes, locate=locate)
+    return [_describe(job, locate, source) for job in jobs]
+
+
+def parse_one(text: str, source: str = "<jdl>") -> JobDescription:
+    """Parse a JDL that describes exactly one job (e.g. a job's own ``text``)."""
+    jobs = parse_jdl(text, source)
+    if len(jobs) != 1:
+        raise JDLError(
+            f"expected one job, but the JDL is parametric and describes {len(jobs)} jobs", where=source
+        )
+    return jobs[0]
