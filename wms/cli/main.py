@@ -40,7 +40,10 @@ class RequestAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         target = "soft_requests" if getattr(namespace, "soft_mode", False) else "hard_requests"
         merged = dict(getattr(namespace, target) or {})
-        merged.update(parse_requests(values))
+        try:
+            merged.update(parse_requests(values))
+        except UsageError as exc:
+            parser.exit(2, f"{parser.prog}: {exc}\n")
         setattr(namespace, target, merged)
 
 
@@ -202,11 +205,11 @@ def show(args: argparse.Namespace, rows: list[dict[str, Any]], columns: list[str
 
 # --------------------------------------------------------------- server-side commands
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from wms.config import load_config
+    from wms.config import config_dir_from_env, load_config
     from wms.db.engine import make_engine
     from wms.db.migrate import upgrade
 
-    config = load_config(args.config_dir)
+    config = load_config(config_dir_from_env(args.config_dir))
     upgrade(make_engine(config.settings.database_url))
     print(f"database at {safe_url(config.settings.database_url)} is up to date")
     return 0
@@ -215,12 +218,12 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 def cmd_token_create(args: argparse.Namespace) -> int:
     from datetime import datetime, timedelta, timezone
 
-    from wms.config import load_config
+    from wms.config import config_dir_from_env, load_config
     from wms.core.identity import Identity
     from wms.db.engine import make_engine
     from wms.services.tokens import create_token
 
-    config = load_config(args.config_dir)
+    config = load_config(config_dir_from_env(args.config_dir))
     lifetime = timedelta(days=args.days) if args.days else None
     identity = Identity(user=args.user, group=args.group, vo=args.vo, role=args.role)
     token = create_token(

@@ -1,0 +1,149 @@
+"""The HTTP API on SQLite, PostgreSQL and MariaDB: bearer tokens, roles,
+who sees and kills which job, and the one-line error documents."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from fastapi.routing import APIRoute
+
+from tests.helpers import ROLAND
+from wms.api.app import create_app
+from wms.api.deps import POLICY_ATTRIBUTE
+from wms.services.tokens import create_token, token_hash
+
+pytestmark = pytest.mark.databases
+
+HELLO = '[ Executable = "/bin/sh"; Arguments = "-c \'echo hello\'"; JobName = "hello"; ]'
+
+
+def submit(caller, *texts, **options):
+    body = {"jdls": [{"source": f"j{i}.jdl", "text": t} for i, t in enumerate(texts)], **options}
+    response = caller.post("/jobs", body)
+    assert response.status_code == 201, response.text
+    return response.json()["job_ids"]
+
+
+def test_every_route_declares_an_access_policy(runtime):
+    app = create_app(runtime)
+    for route in app.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        policies = [d.call for d in route.dependant.dependencies if hasattr(d.call, POLICY_ATTRIBUTE)]
+        assert policies, f"{route.path} has no access policy"
+
+
+def test_requests_without_a_valid_token_are_refused(client, runtime):
+    assert client.get("/api/v1/jobs").status_code == 401
+    response = client.get("/api/v1/jobs", headers={"Authorization": "Bearer wms_nonsense"})
+    assert response.status_code == 401
+    assert response.json()["detail"] == "invalid or expired token"
+    assert client.get("/api/v1/health").json()["status"] == "ok"
+
+
+def test_expired_tokens_are_refused(client, runtime):
+    past = datetime.now(timezone.utc) - timedelta(days=2)
+    token = create_token(runtime.engine, ROLAND, past, lifetime=timedelta(days=1))
+    response = client.get("/api/v1/jobs", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 401
+
+
+def test_tokens_are_stored_hashed(runtime, tokens):
+    from sqlalchemy import select
+
+    from wms.db.schema import tokens as table
+
+    with runtime.engine.connect() as conn:
+        stored = set(conn.execute(select(table.c.token_hash)).scalars())
+    assert tokens["roland"] not in stored
+    assert token_hash(tokens["roland"]) in stored
+
+
+def test_submit_and_read_back(as_user):
+    roland = as_user("roland")
+    [job_id] = submit(roland, HELLO)
+    status = roland.get(f"/jobs/{job_id}").json()
+    for key in ("JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", "Queue", "SubmitPool", "TaskQueue"):
+        assert key in status
+    assert status["Status"] == "Waiting" and status["Owner"] == "roland"
+    assert [e["Status"] for e in roland.get(f"/jobs/{job_id}/history").json()] == ["Received", "Checking", "Waiting"]
+    assert "hello" in roland.get(f"/jobs/{job_id}/jdl").json()["OriginalJDL"]
+    assert roland.get("/jobs", params={"job_id": [job_id]}).json()[0]["JobID"] == job_id
+
+
+def test_users_see_and_kill_only_their_own_jobs(as_user):
+    roland, andre, admin = as_user("roland"), as_user("andre"), as_user("admin")
+    [mine] = submit(roland, HELLO)
+    [theirs] = submit(andre, HELLO)
+    assert [j["JobID"] for j in roland.get("/jobs").json()] == [mine]
+    assert roland.get(f"/jobs/{theirs}").status_code == 403
+    assert roland.get("/jobs", params={"owner": "andre"}).status_code == 403
+    response = roland.post("/jobs/kill", {"job_ids": [theirs]})
+    assert response.status_code == 403
+    assert "belongs to another user" in response.json()["detail"]
+    assert {j["JobID"] for j in admin.get("/jobs").json()} == {mine, theirs}
+    assert [j["JobID"] for j in admin.get("/jobs", params={"owner": "andre"}).json()] == [theirs]
+    assert admin.post("/jobs/kill", {"job_ids": [theirs]}).json()["killed"] == [theirs]
+    assert roland.delete(f"/jobs/{mine}").json()["killed"] == [mine]
+
+
+def test_operators_see_and_kill_all_jobs(as_user):
+    [job_id] = submit(as_user("roland"), HELLO)
+    operator = as_user("oper")
+    assert operator.get(f"/jobs/{job_id}").status_code == 200
+    assert operator.post("/jobs/kill", {"job_ids": [job_id]}).json()["killed"] == [job_id]
+
+
+def test_pilots_read_pools_and_status_but_do_not_submit_or_kill(as_user):
+    [job_id] = submit(as_user("roland"), '[ Executable = "x"; Requirements = [ SoftwareTag = "AppVersion2"; ]; ]')
+    pilot = as_user("pilot")
+    assert pilot.post("/jobs", {"jdls": [{"text": HELLO}]}).status_code == 403
+    assert pilot.post("/jobs/kill", {"job_ids": [job_id]}).status_code == 403
+    assert pilot.get(f"/jobs/{job_id}").status_code == 200
+    pools = pilot.get("/matcher/submit-pools", params={"site": "DIRAC.Local.ch", "ce": "localhost", "queue": "default"})
+    assert pools.status_code == 200
+    assert pools.json() == [pilot.get(f"/jobs/{job_id}").json()["SubmitPool"]]
+
+
+def test_a_bad_jdl_is_refused_with_its_position(as_user):
+    roland = as_user("roland")
+    response = roland.post("/jobs", {"jdls": [{"source": "ok.jdl", "text": HELLO},
+                                              {"source": "bad.jdl", "text": '[ Executable = "x;\n]'}]})
+    assert response.status_code == 400
+    assert response.json()["detail"] == "bad.jdl:1:16: unterminated string"
+    assert roland.get("/jobs").json() == []
+
+
+@pytest.mark.parametrize(
+    "path, params, status",
+    [
+        ("/jobs/999999", None, 404),
+        ("/jobs", {"status": "Sleeping"}, 400),
+        ("/matcher/submit-pools", {"site": "", "ce": "c", "queue": "q"}, 400),
+        ("/pools/0000000000000000", None, 404),
+    ],
+)
+def test_error_documents(as_user, path, params, status):
+    response = as_user("roland").get(path, params=params)
+    assert response.status_code == status
+    assert isinstance(response.json()["detail"], str)
+
+
+def test_malformed_bodies_name_the_field(as_user):
+    response = as_user("roland").post("/jobs", {"jdls": []})
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("jdls:")
+    response = as_user("roland").post("/jobs", {"jdls": [{"text": HELLO}], "parallel_environment": "mpi"})
+    assert response.status_code == 400
+    assert "slot count" in response.json()["detail"]
+
+
+def test_match_queues_and_task_queues(as_user):
+    roland = as_user("roland")
+    result = roland.post("/match-queues", {"source": "arm.jdl", "text": '[ Executable = "x"; Platform = "aarch64-el9"; ]'})
+    assert result.json()["eligible"] == ["LCG.CERN.ch/ce02.cern.ch/arm"]
+    [job_id] = submit(roland, HELLO, HELLO)[:1]
+    assert roland.get(f"/jobs/{job_id}/match-queues").status_code == 200
+    [tq] = roland.get("/task-queues").json()
+    assert tq["WaitingJobs"] == 2
