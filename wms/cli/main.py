@@ -152,6 +152,7 @@ def cmd_pools(args: argparse.Namespace) -> int:
     for row in rows:
         row["Requirements"] = output.cell(row["Requirements"])
         row["Jobs"] = output.cell(row.get("Jobs") or {})
+        row["LastUpdate"] = row["LastUpdate"][:19].replace("T", " ")
     output.table(rows, ["SubmitPool", "VO", "QueueCount", "Jobs", "LastUpdate", "Requirements"])
     return 0
 
