@@ -14,7 +14,6 @@ environment variable CI is "true": then the test fails, naming the server.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 
@@ -22,11 +21,9 @@ import pytest
 from sqlalchemy import Engine, delete, text
 from sqlalchemy.engine import make_url
 
-from wms.db import migrate, schema
+from wms.db import migrate, schema, scratch
 from wms.db.engine import make_engine
 
-PG_ADMIN_URL = os.environ.get("WMS_TEST_POSTGRESQL_URL", "postgresql://postgres@127.0.0.1:5432/test")
-MARIADB_ADMIN_URL = os.environ.get("WMS_TEST_MARIADB_URL", "mysql://root@127.0.0.1:3306/test")
 BACKENDS = ("sqlite", "postgresql", "mariadb")
 
 
@@ -52,46 +49,39 @@ def _unreachable(server: str, url: str, exc: BaseException) -> None:
 class ThrowawayDatabases:
     """Creates databases on a server for this session, and drops them all at the end."""
 
-    def __init__(self, server: str, admin_url: str) -> None:
-        self.server = server
-        self.admin_url = admin_url
+    def __init__(self, kind: str, label: str) -> None:
+        self.kind = kind
+        self.label = label
         self.created: list[str] = []
         self._admin: Engine | None = None
         self._error: BaseException | None = None
 
     def _admin_engine(self) -> Engine:
         if self._error is not None:
-            _unreachable(self.server, self.admin_url, self._error)
+            _unreachable(self.label, scratch.SERVERS[self.kind], self._error)
         if self._admin is None:
-            admin = make_engine(self.admin_url, isolation_level="AUTOCOMMIT", pool_size=1)
+            admin = scratch.admin_engine(self.kind)
             try:
                 with admin.connect() as conn:
                     conn.execute(text("SELECT 1"))
             except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
                 admin.dispose()
                 self._error = exc
-                _unreachable(self.server, self.admin_url, exc)
+                _unreachable(self.label, scratch.SERVERS[self.kind], exc)
             self._admin = admin
         return self._admin
 
     def create(self) -> str:
         """A new empty database; its URL."""
-        admin = self._admin_engine()
-        name = f"wms_test_{os.getpid()}_{secrets.token_hex(4)}"
-        with admin.connect() as conn:
-            conn.execute(text(f"CREATE DATABASE {name}"))
-        self.created.append(name)
-        return make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
+        url = scratch.create_database(self.kind, "wms_test", admin=self._admin_engine())
+        self.created.append(url)
+        return url
 
     def drop_all(self) -> None:
         if self._admin is None:
             return
-        with self._admin.connect() as conn:
-            for name in self.created:
-                if self.server == "PostgreSQL":
-                    conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                else:
-                    conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
+        for url in self.created:
+            scratch.drop_database(url, admin=self._admin)
         self._admin.dispose()
 
 
@@ -99,8 +89,8 @@ class ThrowawayDatabases:
 def database_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
     """``create(backend)`` -> the URL of a new, empty database on that backend."""
     servers = {
-        "postgresql": ThrowawayDatabases("PostgreSQL", PG_ADMIN_URL),
-        "mariadb": ThrowawayDatabases("MariaDB", MARIADB_ADMIN_URL),
+        "postgresql": ThrowawayDatabases("postgresql", "PostgreSQL"),
+        "mariadb": ThrowawayDatabases("mariadb", "MariaDB"),
     }
 
     def create(backend: str) -> str:

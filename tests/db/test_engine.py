@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from datetime import datetime
 from pathlib import Path
 
 import psycopg
@@ -13,6 +14,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from wms.db.engine import is_retryable, make_engine, normalise_url
+from wms.db.schema import tokens
 
 pytestmark = pytest.mark.databases
 
@@ -70,6 +72,22 @@ def test_sqlite_savepoint_rolls_back_inside_transaction(tmp_path: Path) -> None:
         engine.dispose()
 
 
+def test_sqlite_reader_may_skip_the_write_lock(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'wms.db'}")
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE t (x INTEGER PRIMARY KEY)")
+        with engine.connect() as writer, engine.connect() as reader:
+            writer.exec_driver_sql("INSERT INTO t VALUES (1)")  # BEGIN IMMEDIATE: holds the write lock
+            reader = reader.execution_options(sqlite_begin="DEFERRED")
+            assert reader.exec_driver_sql("SELECT count(*) FROM t").scalar() == 0  # does not wait
+            writer.commit()
+            reader.rollback()
+            assert reader.exec_driver_sql("SELECT count(*) FROM t").scalar() == 1
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.parametrize(
     ("exc", "expected"),
     [
@@ -107,12 +125,13 @@ def _real_conflict(engine: Engine) -> BaseException:
 def _sqlite_busy(engine: Engine) -> BaseException:
     with engine.connect() as holder, engine.connect() as other:
         holder.execute(text("UPDATE conflict_probe SET v = 1 WHERE k = 1"))  # holds the write lock
-        other.exec_driver_sql("PRAGMA busy_timeout = 50")
+        raw = other.connection.driver_connection
+        raw.execute("PRAGMA busy_timeout = 50")
         try:
             other.execute(text("UPDATE conflict_probe SET v = 2 WHERE k = 1"))
         except DBAPIError as exc:
             other.rollback()
-            other.exec_driver_sql("PRAGMA busy_timeout = 30000")
+            raw.execute("PRAGMA busy_timeout = 30000")
             return exc
         finally:
             holder.rollback()
@@ -146,13 +165,10 @@ def test_is_retryable_on_a_real_conflict(engine: Engine) -> None:
     assert is_retryable(exc), repr(exc)
 
 
-def test_is_retryable_rejects_a_real_integrity_error(engine: Engine) -> None:
-    from wms.db.schema import tokens
-
+def test_is_retryable_rejects_a_real_integrity_error(engine: Engine, now: datetime) -> None:
+    row = {"token_hash": "h", "user": "u", "user_group": "g", "vo": "v", "role": "user", "description": "", "created": now}
     with pytest.raises(DBAPIError) as info:
         with engine.begin() as conn:
-            row = {"token_hash": "h", "user": "u", "user_group": "g", "vo": "v", "role": "user",
-                   "description": "", "created": __import__("datetime").datetime.now(__import__("datetime").timezone.utc)}
             conn.execute(tokens.insert(), [row])
             conn.execute(tokens.insert(), [row])
     assert not is_retryable(info.value)

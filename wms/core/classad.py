@@ -34,9 +34,10 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 import classad2
@@ -109,6 +110,61 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER_RE = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _WORD_TAIL_RE = re.compile(r"[A-Za-z0-9_.]*")
 _VALUE_END_KINDS = frozenset({STRING, NAME, NUMBER, IDENT})
+_NEWLINE_RE = re.compile("\n")
+
+
+def _token_regex(hash_comments: bool) -> re.Pattern[str]:
+    """The tokenizer's one regex: blanks and comments, then one token.
+
+    Each match skips what lies before a token and captures the token in the
+    group named after its kind, so :func:`tokenize` makes one regex call per
+    token instead of looping over characters in Python. The alternatives are
+    tried in the order the rules below are listed, which is what decides
+    between overlapping ones (``==`` before ``=``, ``.5`` before ``.``).
+    """
+    skip = [
+        r"[ \t\r\f\v\n]++",  # blanks (no \s: it also takes Unicode spaces)
+        r"//[^\n]*+",  # a // comment runs to the end of the line
+        r"/\*(?s:.*?)\*/",  # /* */ ends at the first */ after the /*
+    ]
+    if hash_comments:
+        skip.append(r"\#[^\n]*+")
+    # The skip loop is possessive: blanks are never given back, so a failure
+    # cannot backtrack through every way of splitting a run of blanks.
+    skip_re = "(?:" + "|".join(skip) + ")*+"
+    operators = "|".join(re.escape(op) for op in _OPERATORS)
+    # Strings end on their own line; a backslash escapes any character but a
+    # newline. Written as an unrolled loop: linear even when unterminated.
+    string = r'"[^"\\\n]*+(?:\\[^\n][^"\\\n]*+)*+"'
+    name = r"'[^'\\\n]*+(?:\\[^\n][^'\\\n]*+)*+'"
+    return re.compile(
+        skip_re
+        + "(?:"
+        + f"(?P<{STRING}>{string})"
+        + f"|(?P<{NAME}>{name})"
+        + rf"|(?P<{NUMBER}>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
+        # .5 is a number only where no value ends just before it (else the
+        # dot is an operator: a.5); tokenize decides, knowing the previous token
+        + r"|(?P<dot_number>\.[0-9]+(?:[eE][+-]?[0-9]+)?)"
+        + rf"|(?P<{IDENT}>[A-Za-z_][A-Za-z0-9_]*)"
+        # a /* that the blanks and comments above did not take has no */
+        + r"|(?P<open_comment>/\*)"
+        # an assignment = is punctuation, tried after ==, =?= and =!=
+        + f"|(?P<{OP}>{operators})"
+        + rf"|(?P<{PUNCT}>[\[\]{{}}(),;=])"
+        + r"|(?P<end>\Z)"
+        # anything else is an error: an unterminated string, a character
+        # ClassAds do not use
+        + r"|(?P<bad>(?s:.))"
+        + ")"
+    )
+
+
+_TOKEN_RE = _token_regex(hash_comments=False)
+_HASH_TOKEN_RE = _token_regex(hash_comments=True)
+# Tokens built with tuple.__new__ skip NamedTuple's Python-level __new__
+# (measurably faster for the tens of tokens of every JDL).
+_new_token = partial(tuple.__new__, Token)
 
 
 def tokenize(text: str, *, hash_comments: bool = False) -> list[Token]:
@@ -119,80 +175,48 @@ def tokenize(text: str, *, hash_comments: bool = False) -> list[Token]:
     must end on the line it starts on. Raises :class:`ClassAdSyntaxError` at
     the offending character.
     """
+    scan = (_HASH_TOKEN_RE if hash_comments else _TOKEN_RE).match
+    # Line and column come from the offset: the newlines before it give the
+    # line, the last of them the column (one-line texts need no search).
+    newlines = [m.start() for m in _NEWLINE_RE.finditer(text)] if "\n" in text else None
     tokens: list[Token] = []
-    i, line, line_start, n = 0, 1, 0, len(text)
-    while i < n:
-        c = text[i]
-        col = i - line_start + 1
-        if c == "\n":
-            i += 1
-            line, line_start = line + 1, i
-            continue
-        if c in " \t\r\f\v":
-            i += 1
-            continue
-        if text.startswith("//", i) or (hash_comments and c == "#"):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                raise ClassAdSyntaxError("unterminated comment: '/*' without '*/'", line, col)
-            for k in range(i, j):
-                if text[k] == "\n":
-                    line, line_start = line + 1, k + 1
-            i = j + 2
-            continue
-        if c in "\"'":
-            j = i + 1
-            while True:
-                if j >= n or text[j] == "\n":
-                    what = "string" if c == '"' else "quoted attribute name"
-                    raise ClassAdSyntaxError(f"unterminated {what}", line, col)
-                if text[j] == "\\" and j + 1 < n and text[j + 1] != "\n":
-                    j += 2
+    append = tokens.append
+    pos = 0
+    while True:
+        match = scan(text, pos)
+        assert match is not None  # the "bad" alternative takes any character
+        kind = match.lastgroup
+        start, pos = match.span(kind)
+        if newlines is None:
+            line, col = 1, start + 1
+        else:
+            before = bisect_left(newlines, start)  # newlines before the token
+            line = before + 1
+            col = start - newlines[before - 1] if before else start + 1
+        if kind == NUMBER or kind == "dot_number":
+            if kind == "dot_number":
+                prev = tokens[-1] if tokens else None
+                if prev is not None and (prev.kind in _VALUE_END_KINDS or prev.text in (")", "]")):
+                    append(_new_token((OP, ".", line, col, start, start + 1)))
+                    pos = start + 1  # the digits are read as a number next
                     continue
-                if text[j] == c:
-                    break
-                j += 1
-            tokens.append(Token(STRING if c == '"' else NAME, text[i : j + 1], line, col, i, j + 1))
-            i = j + 1
-            continue
-        prev = tokens[-1] if tokens else None
-        after_value = prev is not None and (prev.kind in _VALUE_END_KINDS or prev.text in (")", "]"))
-        if c.isdigit() or (c == "." and not after_value and i + 1 < n and text[i + 1].isdigit()):
-            m = _NUMBER_RE.match(text, i)
-            assert m is not None
-            j = m.end()
-            if j < n and (text[j].isalnum() or text[j] == "_"):
-                bad = _WORD_TAIL_RE.match(text, i)
+                kind = NUMBER
+            if pos < len(text) and (text[pos].isalnum() or text[pos] == "_"):
+                bad = _WORD_TAIL_RE.match(text, start)
                 assert bad is not None
                 raise ClassAdSyntaxError(f"malformed number {bad.group()!r}", line, col)
-            tokens.append(Token(NUMBER, text[i:j], line, col, i, j))
-            i = j
-            continue
-        m = _IDENT_RE.match(text, i)
-        if m:
-            tokens.append(Token(IDENT, m.group(), line, col, i, m.end()))
-            i = m.end()
-            continue
-        if c in _PUNCT_CHARS:
-            tokens.append(Token(PUNCT, c, line, col, i, i + 1))
-            i += 1
-            continue
-        for op in _OPERATORS:
-            if text.startswith(op, i):
-                tokens.append(Token(OP, op, line, col, i, i + len(op)))
-                i += len(op)
-                break
-        else:
-            if c == "=":
-                tokens.append(Token(PUNCT, "=", line, col, i, i + 1))
-                i += 1
-            else:
-                raise ClassAdSyntaxError(f"unexpected character {c!r}", line, col)
-    return tokens
+        elif kind == "end":
+            return tokens
+        elif kind == "open_comment":
+            raise ClassAdSyntaxError("unterminated comment: '/*' without '*/'", line, col)
+        elif kind == "bad":
+            c = text[start]
+            if c == '"':
+                raise ClassAdSyntaxError("unterminated string", line, col)
+            if c == "'":
+                raise ClassAdSyntaxError("unterminated quoted attribute name", line, col)
+            raise ClassAdSyntaxError(f"unexpected character {c!r}", line, col)
+        append(_new_token((kind, text[start:pos], line, col, start, pos)))
 
 
 _BARE_DOT_RE = re.compile(r"\.(?=$|[eE])")

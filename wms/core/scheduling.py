@@ -25,7 +25,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from wms.core.resources import QueueRef, Resources
+from wms.core.resources import ParameterMap, QueueRef, Resources
 
 REASON_SITE = "site not requested"
 REASON_BANNED = "banned site"
@@ -76,11 +76,11 @@ class SchedulingRequest:
         )
 
 
-def parameter(params: Mapping[str, Any], *names: str) -> Any:
-    """A queue parameter by any of ``names``, compared case-insensitively."""
-    wanted = {n.casefold() for n in names}
-    for key, value in params.items():
-        if key.casefold() in wanted:
+def parameter(params: ParameterMap, *names: str) -> Any:
+    """A queue parameter by the first of ``names`` it has (names ignore case)."""
+    for name in names:
+        value = params.get(name)
+        if value is not None:
             return value
     return None
 
@@ -95,6 +95,8 @@ def as_list(value: Any) -> list:
 
 def rejection(request: SchedulingRequest, ref: QueueRef, params: Mapping[str, Any]) -> str | None:
     """None if the queue may run the request, else a REASON_* constant."""
+    if not isinstance(params, ParameterMap):
+        params = ParameterMap(params)
     if request.sites and ref.site not in request.sites:
         return REASON_SITE
     if ref.site in request.banned_sites:
@@ -120,7 +122,7 @@ def filter_queues(
     kept: list[QueueRef] = []
     dropped: dict[str, int] = {}
     for ref in candidates:
-        reason = rejection(request, ref, resources.queue_parameters(ref))
+        reason = rejection(request, ref, resources.queue_parameter_map(ref))
         if reason is None:
             kept.append(ref)
         else:

@@ -32,6 +32,8 @@ POOL_SIZE = 10
 MAX_OVERFLOW = 20
 # MariaDB closes idle connections after wait_timeout (8 h by default).
 POOL_RECYCLE_S = 3600
+# MariaDB session limit on one GROUP_CONCAT result (bytes).
+GROUP_CONCAT_MAX_LEN = 16 * 1024 * 1024
 
 # PostgreSQL SQLSTATEs: serialization_failure, deadlock_detected.
 _PG_RETRYABLE = frozenset({"40001", "40P01"})
@@ -78,7 +80,13 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
         # after our first read (get-or-create would then miss it), and its
         # gap locks deadlock concurrent inserters.
         options["isolation_level"] = "READ COMMITTED"
+        # GROUP_CONCAT results (pools.get_pools_for_queue) up to the default
+        # max_allowed_packet instead of 1 MiB.
+        options["connect_args"] = {"init_command": f"SET SESSION group_concat_max_len = {GROUP_CONCAT_MAX_LEN}"}
+    connect_args = {**options.get("connect_args", {}), **kwargs.pop("connect_args", {})}
     options.update(kwargs)
+    if connect_args:
+        options["connect_args"] = connect_args
     return create_engine(u, **options)
 
 
@@ -159,6 +167,8 @@ def insert_ignoring_duplicates(
         stmt = mysql.insert(table).prefix_with("IGNORE")
     else:  # pragma: no cover - no other backend is supported
         raise NotImplementedError(name)
-    # One row: a plain execute, whose rowcount is exact on every driver.
+    # One row: a plain execute, whose rowcount is exact on every driver
+    # (SQLAlchemy keeps an INSERT's rowcount only when asked to).
+    stmt = stmt.execution_options(preserve_rowcount=True)
     result = conn.execute(stmt, rows[0] if len(rows) == 1 else rows)
     return max(result.rowcount, 0)

@@ -42,6 +42,17 @@ def upgrade(engine_or_url: Engine | str, revision: str = "head") -> None:
             engine.dispose()
 
 
+def downgrade(engine_or_url: Engine | str, revision: str) -> None:
+    """Take the database back to ``revision`` ("base": no tables at all)."""
+    engine = make_engine(engine_or_url) if isinstance(engine_or_url, str) else engine_or_url
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(connection=conn), revision)
+    finally:
+        if engine is not engine_or_url:
+            engine.dispose()
+
+
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at; None before the first upgrade."""
     with engine.connect() as conn:

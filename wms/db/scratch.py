@@ -13,41 +13,47 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import text
+from sqlalchemy.engine import Engine, make_url
+
+from wms.db.engine import make_engine
 
 # Where the loopback servers of a development machine or CI are.
 SERVERS = {
-    "postgresql": os.environ.get("WMS_TEST_POSTGRESQL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
-    "mariadb": os.environ.get("WMS_TEST_MARIADB", "mysql+pymysql://root@127.0.0.1:3306/test"),
+    "postgresql": os.environ.get("WMS_TEST_POSTGRESQL_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+    "mariadb": os.environ.get("WMS_TEST_MARIADB_URL", "mysql://root@127.0.0.1:3306/test"),
 }
 
 
-def create_database(kind: str, prefix: str = "wms_scratch") -> str:
+def admin_engine(kind: str) -> Engine:
+    """An autocommit engine on the server's administrative database."""
+    return make_engine(SERVERS[kind], isolation_level="AUTOCOMMIT", pool_size=1, connect_args={"connect_timeout": 5})
+
+
+def create_database(kind: str, prefix: str = "wms_scratch", admin: Engine | None = None) -> str:
     """Create an empty database on server ``kind``; returns its URL."""
-    admin_url = make_url(SERVERS[kind])
+    engine = admin or admin_engine(kind)
     name = f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", connect_args=_timeout(kind))
     try:
-        with admin.connect() as conn:
+        with engine.connect() as conn:
             conn.execute(text(f"CREATE DATABASE {name}"))
     finally:
-        admin.dispose()
-    return admin_url.set(database=name).render_as_string(hide_password=False)
+        if admin is None:
+            engine.dispose()
+    return engine.url.set(database=name).render_as_string(hide_password=False)
 
 
-def drop_database(url: str) -> None:
+def drop_database(url: str, admin: Engine | None = None) -> None:
     target = make_url(url)
     kind = "postgresql" if target.get_backend_name() == "postgresql" else "mariadb"
-    admin = create_engine(make_url(SERVERS[kind]), isolation_level="AUTOCOMMIT", connect_args=_timeout(kind))
+    engine = admin or admin_engine(kind)
+    force = " WITH (FORCE)" if kind == "postgresql" else ""
     try:
-        with admin.connect() as conn:
-            if kind == "postgresql":
-                conn.execute(text(f"DROP DATABASE IF EXISTS {target.database} WITH (FORCE)"))
-            else:
-                conn.execute(text(f"DROP DATABASE IF EXISTS {target.database}"))
+        with engine.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {target.database}{force}"))
     finally:
-        admin.dispose()
+        if admin is None:
+            engine.dispose()
 
 
 @contextmanager
@@ -64,7 +70,3 @@ def scratch_database(kind: str, directory: Path | None = None, prefix: str = "wm
         yield url
     finally:
         drop_database(url)
-
-
-def _timeout(kind: str) -> dict:
-    return {"connect_timeout": 5}

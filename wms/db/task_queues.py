@@ -26,7 +26,7 @@ def _find(conn: Connection, keys: Collection[str]) -> dict[str, int]:
     found: dict[str, int] = {}
     for chunk in chunked(sorted(keys)):
         stmt = select(task_queues.c.tq_key, task_queues.c.tq_id).where(task_queues.c.tq_key.in_(chunk))
-        found.update({key: tq_id for key, tq_id in conn.execute(stmt)})
+        found.update({key: tq_id for key, tq_id in conn.execute(stmt).all()})
     return found
 
 
@@ -72,7 +72,7 @@ def list_task_queues(conn: Connection) -> list[dict[str, Any]]:
         .select_from(task_queues.outerjoin(waiting, waiting.c.task_queue_id == task_queues.c.tq_id))
         .order_by(task_queues.c.tq_id)
     )
-    return [dict(row) for row in conn.execute(stmt).mappings()]
+    return [dict(row) for row in conn.execute(stmt).mappings().all()]
 
 
 def delete_empty_task_queues(conn: Connection) -> int:
@@ -86,7 +86,7 @@ def delete_empty_task_queues(conn: Connection) -> int:
     unfinished = exists().where(
         jobs.c.task_queue_id == task_queues.c.tq_id, jobs.c.status.not_in(final)
     )
-    empty = list(conn.execute(select(task_queues.c.tq_id).where(~unfinished)).scalars())
+    empty = conn.execute(select(task_queues.c.tq_id).where(~unfinished)).scalars().all()
     count = 0
     for chunk in chunked(empty):
         conn.execute(

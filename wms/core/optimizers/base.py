@@ -79,6 +79,8 @@ class ChainEnv:
     parameter_types: Mapping[str, str]
     now: datetime
     pools: dict[str, PoolInfo] = field(default_factory=dict)
+    # (vo, pool id, scheduling request) -> (queues kept, drops by reason).
+    static_queues: dict[tuple, tuple[list[QueueRef], dict[str, int]]] = field(default_factory=dict)
 
 
 class Executor(Protocol):

@@ -36,10 +36,16 @@ class JobScheduling:
     def process(self, job: Job, env: ChainEnv) -> None:
         resources = env.resources_for(job.vo)
         pool_queues = job.pool.queues if job.pool is not None else None
-        kept, dropped = scheduling.static_queues(scheduling_request(job, env.settings.cpu_time_segments), pool_queues, resources)
+        request = scheduling_request(job, env.settings.cpu_time_segments)
+        # Jobs of a batch mostly share their scheduling content: decide once.
+        key = (job.vo, job.pool.pool_id if job.pool is not None else None, request)
+        decided = env.static_queues.get(key)
+        if decided is None:
+            decided = env.static_queues[key] = scheduling.static_queues(request, pool_queues, resources)
+        kept, dropped = decided
         for reason, count in dropped.items():
             job.drop(reason, count)
-        job.queues = kept
+        job.queues = list(kept)
         if kept:
             job.updates["Site"] = sorted({ref.site for ref in kept})
         else:

@@ -148,15 +148,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_table("tokens")
-    op.drop_index("ix_pool_queues_site_ce_queue", table_name="pool_queues")
-    op.drop_table("pool_queues")
-    op.drop_table("submit_pools")
-    op.drop_index("ix_status_history_job_id", table_name="status_history")
-    op.drop_table("status_history")
-    op.drop_table("job_jdls")
-    for index in ("ix_jobs_submit_pool", "ix_jobs_task_queue_id_status", "ix_jobs_status", "ix_jobs_owner_status"):
-        op.drop_index(index, table_name="jobs")
-    op.drop_table("jobs")
-    op.drop_index("ix_task_queues_submit_pool", table_name="task_queues")
-    op.drop_table("task_queues")
+    # Indexes go with their tables (MariaDB refuses to drop one a foreign key needs).
+    for table in ("tokens", "pool_queues", "submit_pools", "status_history", "job_jdls", "jobs", "task_queues"):
+        op.drop_table(table)
