@@ -309,6 +309,7 @@ Sites:
         ("            VO:\n              lhcb:\n                CEs: {}\n", 9, "not allowed inside a VO block"),
         ("          a/b: {}\n", 6, "Queues.a/b: a name must not contain '/'"),
         ("          7: {}\n", 6, "a name must be a string, got 7"),
+        ("          " + "q" * 129 + ": {}\n", 6, "a name may have at most 128 characters"),
     ],
 )
 def test_resources_errors(tmp_path: Path, body: str, line: int, message: str) -> None:

@@ -446,6 +446,11 @@ def _bad_parameter_name(name: Any) -> str:
     )
 
 
+# Site and queue names are part of a database key (pool_queues): MariaDB's
+# key limit allows 128 characters each.
+MAX_NODE_NAME = 128
+
+
 def _node_name_problem(name: Any) -> str | None:
     if not isinstance(name, str):
         return f"a name must be a string, got {name!r} (quote it)"
@@ -453,6 +458,8 @@ def _node_name_problem(name: Any) -> str | None:
         return f"a name must be non-empty, without surrounding blanks, got {name!r}"
     if "/" in name:
         return f"a name must not contain '/' (queues are named Site/CE/Queue), got {name!r}"
+    if len(name) > MAX_NODE_NAME:
+        return f"a name may have at most {MAX_NODE_NAME} characters (database key limit), got {len(name)}"
     return None
 
 
