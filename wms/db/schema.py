@@ -12,7 +12,9 @@ from datetime import datetime, timezone
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
+    Double,
     DateTime,
     ForeignKey,
     Index,
@@ -89,9 +91,22 @@ jobs = Table(
     Column("cpu_time", Integer, nullable=False, default=0),
     Column("submission_time", UtcDateTime, nullable=False),
     Column("last_update_time", UtcDateTime, nullable=False),
+    # Filled by the Matcher and the pilot.
+    Column("slots", Integer, nullable=False, default=1, server_default="1"),
+    Column("pilot_id", Name, nullable=True),
+    Column("host", Name, nullable=True),
+    # A matched job goes back to Waiting when its pilot has not confirmed by then.
+    Column("lease_expires", UtcDateTime, nullable=True),
+    Column("matched_time", UtcDateTime, nullable=True),
+    Column("start_time", UtcDateTime, nullable=True),
+    Column("end_time", UtcDateTime, nullable=True),
+    Column("heartbeat_time", UtcDateTime, nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("reschedule_count", Integer, nullable=False, default=0, server_default="0"),
     Index("ix_jobs_owner_status", "owner", "status"),
     Index("ix_jobs_status", "status"),
-    Index("ix_jobs_task_queue_id_status", "task_queue_id", "status"),
+    # The lease reaper looks for matched jobs whose lease has run out.
+    Index("ix_jobs_status_lease", "status", "lease_expires"),
     # The pool cleaner and jobs_of_pool ask for a pool's jobs in given states.
     Index("ix_jobs_submit_pool", "submit_pool", "status"),
     # Job ids are never reused, on SQLite too (INTEGER PRIMARY KEY alone
@@ -170,6 +185,45 @@ task_queues = Table(
     Index("ix_task_queues_submit_pool", "submit_pool"),
     # Task-queue ids key caches: never reuse one (see jobs).
     sqlite_autoincrement=True,
+)
+
+# The claim: the best waiting job of a task queue. The index follows the
+# ORDER BY exactly (priority descending, then oldest first); MariaDB
+# otherwise scans and locks far more rows (DESIGN.md).
+Index("ix_jobs_claim", jobs.c.task_queue_id, jobs.c.status, jobs.c.priority.desc(), jobs.c.job_id)
+
+# Consumables in use: one row per scope and resource. Scopes are "global",
+# "host:<name>" and "queue:<Site/CE/Queue>" (DESIGN.md, the three levels).
+# The capacity comes from the configuration and is checked in the debit's
+# WHERE clause, so a change of configuration needs no data migration.
+Scope = String(600)
+
+resource_usage = Table(
+    "resource_usage",
+    metadata,
+    Column("scope", Scope, primary_key=True),
+    Column("resource", String(64), primary_key=True),
+    Column("used", Double, nullable=False, default=0),
+)
+
+# What each job holds, to be given back exactly when it ends.
+job_debits = Table(
+    "job_debits",
+    metadata,
+    Column("job_id", ForeignKey("jobs.job_id", ondelete="CASCADE"), primary_key=True),
+    Column("scope", Scope, primary_key=True),
+    Column("resource", String(64), primary_key=True),
+    Column("amount", Double, nullable=False),
+)
+
+job_outputs = Table(
+    "job_outputs",
+    metadata,
+    Column("job_id", ForeignKey("jobs.job_id", ondelete="CASCADE"), primary_key=True),
+    Column("stdout", LongText, nullable=False),
+    Column("stderr", LongText, nullable=False),
+    Column("truncated", Boolean, nullable=False, default=False),
+    Column("updated", UtcDateTime, nullable=False),
 )
 
 tokens = Table(
