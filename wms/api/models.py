@@ -38,3 +38,45 @@ class MatchQueuesRequest(BaseModel):
 
     source: str = "<jdl>"
     text: str
+
+
+class JobRequest(BaseModel):
+    """A pilot's resource description (requestJob)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    site: str = Field(min_length=1)
+    ce: str = Field(min_length=1)
+    queue: str = Field(min_length=1)
+    host: str = Field(min_length=1)
+    pilot_id: str = Field(min_length=1, max_length=255)
+    pools: list[str] | None = None
+    slots: int = Field(1, ge=1)
+    load: dict[str, Any] = Field(default_factory=dict)
+    platform: str | None = None
+    cpu_time_left: float | None = Field(None, ge=0)
+    tags: list[str] = Field(default_factory=list)
+
+
+class PilotStatus(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pilot_id: str = Field(min_length=1)
+    status: str
+    minor_status: str = ""
+    exit_code: int | None = None
+
+
+class Heartbeat(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pilot_id: str = Field(min_length=1)
+
+
+class JobOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pilot_id: str = Field(min_length=1)
+    stdout: str = ""
+    stderr: str = ""
+    truncated: bool = False

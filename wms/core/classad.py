@@ -52,6 +52,7 @@ __all__ = [
     "eval_value",
     "external_refs",
     "parse_record",
+    "parse_checked_record",
     "render_name",
     "render_record",
     "render_value",
@@ -244,7 +245,12 @@ def tokens_to_text(tokens: list[Token]) -> str:
 # --------------------------------------------------------------------------
 
 
+_PLAIN_TYPES = frozenset({str, int, float, bool})  # exact types: not Value (an IntEnum)
+
+
 def _to_python(value: Any) -> Any:
+    if type(value) in _PLAIN_TYPES:  # the common case, decided without the chain below
+        return value
     if isinstance(value, classad2.Value):  # before int: Value is an IntEnum
         return None if value == classad2.Value.Undefined else Expression("error")
     if isinstance(value, (bool, int, float, str)):
@@ -260,14 +266,19 @@ def _to_python(value: Any) -> Any:
     raise TypeError(f"unexpected ClassAd value of type {type(value).__name__}")
 
 
-def _record_orders(tokens: list[Token], i: int) -> tuple[dict[str, tuple[int, Any]], int]:
+# {lowercase name: (position in the source, RecordOrder of the value when it
+# is a record literal)}
+RecordOrder = dict[str, tuple[int, "RecordOrder | None"]]
+
+
+def _record_orders(tokens: list[Token], i: int) -> tuple[RecordOrder, int]:
     """Source order of the keys of the record whose ``[`` is tokens[i].
 
     Returns ``{lowercase name: (position, order of its value if a record)}``
     and the index after the closing ``]``. Lenient: the text has already been
     accepted by classad2.
     """
-    order: dict[str, tuple[int, Any]] = {}
+    order: RecordOrder = {}
     depth, i, expect_name = 0, i + 1, True
     while i < len(tokens):
         tok = tokens[i]
@@ -298,14 +309,20 @@ def _record_orders(tokens: list[Token], i: int) -> tuple[dict[str, tuple[int, An
     return order, i
 
 
-def _reorder(record: dict[str, Any], order: dict[str, tuple[int, Any]] | None) -> dict[str, Any]:
+def _reorder(record: dict[str, Any], order: RecordOrder | None) -> dict[str, Any]:
     if not order:
         return record
-    keys = sorted(record, key=lambda k: order.get(k.lower(), (len(order), None))[0])
+    # (position in the source, position in the record, key, order inside):
+    # keys the order does not know go last, keeping their relative order
+    missing = (len(order), None)
+    ranked = []
+    for n, key in enumerate(record):
+        position, sub = order.get(key.lower(), missing)
+        ranked.append((position, n, key, sub))
+    ranked.sort()  # (position, n) is unique: key and sub are never compared
     result: dict[str, Any] = {}
-    for key in keys:
+    for _, _, key, sub in ranked:
         value = record[key]
-        sub = order.get(key.lower(), (0, None))[1]
         result[key] = _reorder(value, sub) if isinstance(value, dict) else value
     return result
 
@@ -331,11 +348,24 @@ def parse_record(text: str) -> dict[str, Any]:
     if end != len(tokens):
         tok = tokens[end]
         raise ClassAdSyntaxError("unexpected text after the closing ']'", tok.line, tok.col)
+    return parse_checked_record(tokens_to_text(tokens), order)
+
+
+def parse_checked_record(text: str, order: RecordOrder | None) -> dict[str, Any]:
+    """The last step of :func:`parse_record`, for callers that have already
+    tokenized and checked the text (as :mod:`wms.core.jdl` does) and so need
+    not tokenize it again.
+
+    *text* is one ClassAd record, written as :func:`tokens_to_text` writes
+    it (comments gone, ``1.`` as ``1.0``); *order* gives the source order of
+    its keys: ``{lowercase name: (position, order of the value if it is a
+    record literal, else None)}``.
+    """
     try:
-        ad = classad2.ClassAd(tokens_to_text(tokens))
+        ad = classad2.ClassAd(text)
     except classad2.ClassAdException as exc:
         raise ClassAdSyntaxError(f"cannot parse the ClassAd record: {exc}") from None
-    return _reorder({key: _to_python(value) for key, value in ad.items()}, order)
+    return _reorder({key: _to_python(ad[key]) for key in ad}, order)
 
 
 _CLOSERS = {"[": "]", "{": "}", "(": ")"}
@@ -372,17 +402,20 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\\\"]")
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
-def _quote(text: str, quote: str = '"') -> str:
-    def escape(m: re.Match[str]) -> str:
-        c = m.group()
-        return _ESCAPES.get(c) or f"\\{ord(c):03o}"
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    return _ESCAPES.get(c) or f"\\{ord(c):03o}"
 
-    body = _CONTROL_RE.sub(escape, text)
+
+def _quote(text: str, quote: str = '"') -> str:
+    # most strings need no escape: skip the substitution for them
+    body = text if _CONTROL_RE.search(text) is None else _CONTROL_RE.sub(_escape, text)
     if quote == "'":
         body = body.replace('\\"', '"').replace("'", "\\'")
     return f"{quote}{body}{quote}"
 
 
+@lru_cache(maxsize=4096)  # the same few names come back in every job
 def render_name(name: str) -> str:
     """An attribute name as ClassAd text: bare if it can be, else ``'quoted'``."""
     if _IDENT_RE.fullmatch(name) and name.lower() not in _RESERVED:
@@ -392,6 +425,8 @@ def render_name(name: str) -> str:
 
 def render_value(value: Any) -> str:
     """One plain-Python value as ClassAd text (nested records on one line)."""
+    if type(value) is str:  # the most common value, tested first
+        return _quote(value)
     if value is None:
         return "undefined"
     if isinstance(value, bool):

@@ -88,12 +88,14 @@ class JobDescription:
 # --------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Attr:
     name: str
     token: Token  # the first token of the name
     value_start: int  # token indexes of the value: [value_start, value_end)
     value_end: int
+    # the attributes of the value when it is one record literal ([ ... ])
+    record: list[_Attr] | None = None
 
 
 def _is(tok: Token, text: str) -> bool:
@@ -130,6 +132,8 @@ class _Checker:
         self.source = source
         # dotted attribute names (ParameterStart.A): first token -> (end, name)
         self.dotted: dict[int, tuple[int, str]] = {}
+        # nested records: index of the '[' -> (their attributes, index after the ']')
+        self.records: dict[int, tuple[list[_Attr], int]] = {}
 
     def where(self, tok: Token) -> str:
         return f"{self.source}:{tok.line}:{tok.col}"
@@ -176,7 +180,9 @@ class _Checker:
             end = self.value(i + 1)
             if end == i + 1:
                 raise self.error(f"{name}: missing value after '='", equals)
-            attrs.append(_Attr(name, tok, i + 1, end))
+            nested = self.records.get(i + 1)  # the value starts with a record...
+            record = nested[0] if nested is not None and nested[1] == end else None  # ...and is only that
+            attrs.append(_Attr(name, tok, i + 1, end, record))
             i = end
 
     def attribute_name(self, i: int) -> tuple[str, int]:
@@ -201,74 +207,102 @@ class _Checker:
 
     # -- values --------------------------------------------------------------
 
+    # value() and group() run for every token of every JDL, so the checks of
+    # _ends_value/_starts_value/step are written out inline: ``ends`` says
+    # whether ``prev`` ends a value, and check_adjacent is called only when
+    # two values meet (it then allows x[0] and f(x), else raises).
+
     def value(self, i: int) -> int:
         """Skim one attribute value; returns the index of the ``;``/``]`` that
         ends it, or the end of the tokens."""
+        tokens, n = self.tokens, len(self.tokens)
         prev: Token | None = None
-        while (tok := self.at(i)) is not None:
-            if tok.kind == PUNCT:
-                if tok.text in ";]":
+        ends = False
+        while i < n:
+            tok = tokens[i]
+            kind, text = tok.kind, tok.text
+            if kind == PUNCT:
+                if text == ";" or text == "]":
                     return i
-                if tok.text == ",":
+                if text == ",":
                     raise self.error(
                         "unexpected ',' (attributes are separated by ';', list items go inside { })", tok
                     )
-                if tok.text in ")}":
-                    raise self.error(f"unexpected {tok.text!r} (nothing to close)", tok)
-                if tok.text == "=":
+                if text == ")" or text == "}":
+                    raise self.error(f"unexpected {text!r} (nothing to close)", tok)
+                if text == "=":
                     self.stray_equals(prev, tok)
-            self.check_adjacent(prev, tok, in_list=False, record_level=True, i=i)
-            i, prev = self.step(i, prev)
+                # an opener: ( { [ all start a value
+                if ends:
+                    self.check_adjacent(prev, tok, in_list=False, record_level=True, i=i)
+                i = self.bracketed(i, tok, ends)
+                prev, ends = tokens[i - 1], True
+                continue
+            starts = kind != OP and (kind != IDENT or text.lower() not in _OPERATOR_WORDS)
+            if ends and starts:
+                self.check_adjacent(prev, tok, in_list=False, record_level=True, i=i)
+            prev, ends = tok, starts  # for these kinds, starting a value = ending one
+            i += 1
         return i
 
     def group(self, i: int, opener: Token, *, in_list: bool) -> int:
         """Skim the inside of ``( )``, ``{ }`` or a subscript ``[ ]`` whose
         opener is tokens[i - 1]; returns the index after the closer."""
         closer = _OPENERS[opener.text]
+        tokens, n = self.tokens, len(self.tokens)
         prev: Token | None = None
+        ends = False
         while True:
-            tok = self.at(i)
-            if tok is None:
+            if i >= n:
                 raise self.error(f"{opener.text!r} is not closed", opener)
-            if tok.kind == PUNCT:
-                if tok.text == closer:
+            tok = tokens[i]
+            kind, text = tok.kind, tok.text
+            if kind == PUNCT:
+                if text == closer:
                     if prev is not None and _is(prev, ","):
                         raise self.error(f"expected a value after ',', got {closer!r}", tok)
                     return i + 1
-                if tok.text in ")]}":
+                if text in ")]}":
                     raise self.error(
-                        f"mismatched {tok.text!r}: expected {closer!r} to close {opener.text!r} "
+                        f"mismatched {text!r}: expected {closer!r} to close {opener.text!r} "
                         f"opened at {opener.line}:{opener.col}",
                         tok,
                     )
-                if tok.text == ";":
+                if text == ";":
                     raise self.error(
                         f"unexpected ';' inside {opener.text!r} opened at {opener.line}:{opener.col} "
                         f"(is a {closer!r} missing?)",
                         tok,
                     )
-                if tok.text == ",":
+                if text == ",":
                     if prev is None or _is(prev, ","):
                         raise self.error("expected a value before ','", tok)
-                    prev = tok
+                    prev, ends = tok, False
                     i += 1
                     continue
-                if tok.text == "=":
+                if text == "=":
                     self.stray_equals(prev, tok)
-            self.check_adjacent(prev, tok, in_list=in_list, record_level=False, i=i)
-            i, prev = self.step(i, prev)
+                # an opener: ( { [ all start a value
+                if ends:
+                    self.check_adjacent(prev, tok, in_list=in_list, record_level=False, i=i)
+                i = self.bracketed(i, tok, ends)
+                prev, ends = tokens[i - 1], True
+                continue
+            starts = kind != OP and (kind != IDENT or text.lower() not in _OPERATOR_WORDS)
+            if ends and starts:
+                self.check_adjacent(prev, tok, in_list=in_list, record_level=False, i=i)
+            prev, ends = tok, starts
+            i += 1
 
-    def step(self, i: int, prev: Token | None) -> tuple[int, Token]:
-        """Consume the operand or operator at tokens[i] (a whole bracketed
-        group at once); returns the next index and the last token consumed."""
-        tok = self.tokens[i]
-        if tok.kind == PUNCT and tok.text in _OPENERS:
-            if tok.text == "[" and not _ends_value(prev):
-                _, j = self.record_body(i + 1, tok)  # a nested record
-            else:  # ( ), { }, or a subscript x[...]
-                j = self.group(i + 1, tok, in_list=tok.text == "{")
-            return j, self.tokens[j - 1]
-        return i + 1, tok
+    def bracketed(self, i: int, tok: Token, after_value: bool) -> int:
+        """Consume the group opened by tokens[i] (*tok*: ``(``, ``{`` or
+        ``[``); returns the index after its closer."""
+        if tok.text == "[" and not after_value:  # a nested record
+            attrs, j = self.record_body(i + 1, tok)
+            self.records[i] = (attrs, j)
+            return j
+        # ( ), { }, or a subscript x[...]
+        return self.group(i + 1, tok, in_list=tok.text == "{")
 
     def stray_equals(self, prev: Token | None, tok: Token) -> None:
         raise self.error("unexpected '=' (to compare values write '==')", tok)
@@ -299,6 +333,8 @@ class _Checker:
 
     def normalized(self, start: int, end: int) -> list[Token]:
         """tokens[start:end] with each dotted attribute name as one quoted name."""
+        if not self.dotted:
+            return self.tokens[start:end]
         out: list[Token] = []
         i = start
         while i < end:
@@ -313,8 +349,113 @@ class _Checker:
         return out
 
 
+# What would make classad.tokens_to_text write more than other blanks: a
+# comment (dropped) or a number ending in '.' (written as 1.0). Searched in
+# the whole text, strings too: a match there only costs the slower way.
+_REWRITTEN_RE = re.compile(r"//|/\*|#|[0-9]\.(?![0-9])")
+
+
+def _order(attrs: list[_Attr]) -> classad.RecordOrder:
+    """The source order of a record's keys, as classad.parse_checked_record
+    takes it (what classad._record_orders finds, known here already)."""
+    return {
+        attr.name.lower(): (n, _order(attr.record) if attr.record is not None else None)
+        for n, attr in enumerate(attrs)
+    }
+
+
+# --------------------------------------------------------------------------
+# Fast path: JDLs of plain literals
+# --------------------------------------------------------------------------
+#
+# Most JDLs are a record of literals: strings, numbers, names, lists of these
+# and records of these (the RFC #7 Requirements). For those, a few regexes
+# find the attributes without the tokenizer and the checker, which cost most
+# of the time of a small JDL. The grammar below accepts only text that the
+# tokenizer and the checker would accept with the same attributes, positions
+# and key order, and that tokens_to_text would write back changed in blanks
+# only (no comments, no dotted names, no "1."), so the text goes to classad2
+# as it is. Anything else -- including a duplicate name, an empty JDL, or
+# text that classad2 refuses -- returns None and takes the general way,
+# which reports the errors.
+
+_BLANKS = r"[ \t\r\f\v\n]*+"  # as the tokenizer's: no comments
+_PLAIN_NAME = r"[A-Za-z_][A-Za-z0-9_]*+"
+_STRING = r'"[^"\\\n]*+(?:\\[^\n][^"\\\n]*+)*+"'  # as the tokenizer's
+# A number is followed (see below) by a blank or one of , ; ] }, so it is the
+# token the tokenizer would read, and never a malformed one.
+_SCALAR = rf"(?:{_STRING}|-?[0-9]++(?:\.[0-9]++)?+|{_PLAIN_NAME})"
+_LIST = rf"\{{{_BLANKS}(?:{_SCALAR}{_BLANKS}(?:,{_BLANKS}{_SCALAR}{_BLANKS})*+)?+\}}"
+# name = value, then ';' or (for the last one) the closing ']'
+_ITEM_END = rf"{_BLANKS}(?:;{_BLANKS}|(?=\]))"
+_FLAT_VALUE = rf"(?:{_SCALAR}|{_LIST})"
+_FLAT_RECORD = rf"\[{_BLANKS}(?:{_PLAIN_NAME}{_BLANKS}={_BLANKS}{_FLAT_VALUE}{_ITEM_END})*+\]"
+_FLAT_ITEM_RE = re.compile(rf"({_PLAIN_NAME}){_BLANKS}={_BLANKS}{_FLAT_VALUE}{_ITEM_END}")
+_ITEM_RE = re.compile(rf"({_PLAIN_NAME}){_BLANKS}={_BLANKS}((?:{_FLAT_VALUE}|{_FLAT_RECORD})){_ITEM_END}")
+_OPEN_RE = re.compile(rf"{_BLANKS}\[{_BLANKS}")
+_CLOSE_RE = re.compile(rf"\]{_BLANKS}")
+
+
+def _flat_record_order(text: str, pos: int) -> classad.RecordOrder | None:
+    """The key order of the record (of plain literals) whose contents start
+    at text[pos], or None when a name repeats."""
+    order: classad.RecordOrder = {}
+    while text[pos] != "]":
+        match = _FLAT_ITEM_RE.match(text, pos)
+        assert match is not None  # _ITEM_RE has matched the whole record
+        key = match[1].lower()
+        if key in order:
+            return None  # the checker reports it
+        order[key] = (len(order), None)
+        pos = match.end()
+    return order
+
+
+def _read_plain(text: str) -> tuple[dict[str, Any], dict[str, Token]] | None:
+    """What _read returns, for a JDL of plain literals; None for any other."""
+    match = _OPEN_RE.match(text)
+    if match is None:
+        return None
+    pos = match.end()
+    order: classad.RecordOrder = {}
+    positions: dict[str, Token] = {}
+    line, line_start = 1, 0
+    while text[pos : pos + 1] != "]":
+        match = _ITEM_RE.match(text, pos)
+        if match is None:
+            return None
+        name, value = match[1], match[2]
+        key = name.lower()
+        if key in order:
+            return None
+        sub = None
+        if value[0] == "[":
+            opened = _OPEN_RE.match(text, match.start(2))
+            assert opened is not None  # the value is a record
+            sub = _flat_record_order(text, opened.end())
+            if sub is None:
+                return None
+        order[key] = (len(order), sub)
+        start = match.start()
+        newlines = text.count("\n", line_start, start)
+        if newlines:
+            line += newlines
+            line_start = text.rfind("\n", line_start, start) + 1
+        positions[key] = Token(IDENT, name, line, start - line_start + 1, start, start + len(name))
+        pos = match.end()
+    if not order or _CLOSE_RE.fullmatch(text, pos) is None:
+        return None
+    try:
+        return classad.parse_checked_record(text, order), positions
+    except classad.ClassAdSyntaxError:
+        return None  # the general way finds the attribute at fault
+
+
 def _read(text: str, source: str) -> tuple[dict[str, Any], dict[str, Token]]:
     """The top-level attributes of a JDL and where each one's name starts."""
+    plain = _read_plain(text)
+    if plain is not None:
+        return plain
     try:
         tokens = classad.tokenize(text, hash_comments=True)
     except classad.ClassAdSyntaxError as exc:
@@ -322,20 +463,28 @@ def _read(text: str, source: str) -> tuple[dict[str, Any], dict[str, Token]]:
     if not tokens:
         raise JDLError("empty JDL: no attributes", where=source)
     checker = _Checker(tokens, source)
-    if _is(tokens[0], "["):
+    bracketed = _is(tokens[0], "[")
+    if bracketed:
         attrs, end = checker.record_body(1, tokens[0])
         if end < len(tokens):
             raise checker.error(f"unexpected text after the closing ']': {_show(tokens[end])!r}", tokens[end])
-        body = checker.normalized(0, end)
-        ad_text = classad.tokens_to_text(body)
     else:  # DIRAC's client accepts the attributes without the outer brackets
         attrs, end = checker.record_body(0, None)
-        ad_text = "[\n" + classad.tokens_to_text(checker.normalized(0, end)) + "\n]"
     if not attrs:
         raise JDLError("empty JDL: no attributes", where=checker.where(tokens[0]))
     positions = {attr.name.lower(): attr.token for attr in attrs}
+    if not checker.dotted and _REWRITTEN_RE.search(text) is None:
+        # tokens_to_text would only turn each run of blanks into one space;
+        # classad2 reads any blanks alike, so the text can go as it is.
+        ad_text = text
+    else:
+        ad_text = classad.tokens_to_text(checker.normalized(0, end))
+    if not bracketed:
+        ad_text = "[\n" + ad_text + "\n]"
     try:
-        return classad.parse_record(ad_text), positions
+        # The checker has read the text (balanced, one record, the keys in
+        # order): classad need not tokenize it again.
+        return classad.parse_checked_record(ad_text, _order(attrs)), positions
     except classad.ClassAdSyntaxError:
         pass
     for attr in attrs:  # find the attribute classad2 cannot read
@@ -460,6 +609,36 @@ class _Fields:
         return result
 
 
+# The fields read after Executable, Requirements, NumberOfProcessors and
+# Priority, in the order they are checked (of two wrong attributes, the first
+# here is reported): (field, its attribute names in lower case, how to read
+# it). A field whose attributes are all absent keeps its default, which is
+# what reading it would give; skipping those keeps _describe cheap.
+_OPTIONAL_FIELDS: tuple[tuple[str, tuple[str, ...], Callable[[_Fields], Any]], ...] = (
+    ("arguments", ("arguments",), lambda f: f.string("Arguments")),
+    ("job_name", ("jobname",), lambda f: f.string("JobName")),
+    ("owner", ("owner",), lambda f: f.string("Owner")),
+    ("owner_group", ("ownergroup",), lambda f: f.string("OwnerGroup")),
+    ("sites", ("site",), lambda f: f.strings("Site")),
+    ("banned_sites", ("bannedsite", "bannedsites"), lambda f: f.strings("BannedSite", "BannedSites")),
+    ("platforms", ("platform",), lambda f: f.strings("Platform")),
+    ("cpu_time", ("cputime",), lambda f: f.integer("CPUTime", minimum=1, what="a positive integer")),
+    ("tags", ("tags", "tag"), lambda f: f.strings("Tags", "Tag")),
+    ("resource_requests", ("resourcerequests",), lambda f: f.requests("ResourceRequests")),
+    ("soft_resource_requests", ("softresourcerequests",), lambda f: f.requests("SoftResourceRequests")),
+    ("parallel_environment", ("parallelenvironment",), lambda f: f.string("ParallelEnvironment")),
+    ("project", ("project",), lambda f: f.string("Project")),
+    (
+        "reservation",
+        ("reservation",),
+        lambda f: f.integer("Reservation", minimum=1, what="a positive integer (an advance reservation id)"),
+    ),
+    ("input_sandbox", ("inputsandbox",), lambda f: f.strings("InputSandbox")),
+    ("output_sandbox", ("outputsandbox",), lambda f: f.strings("OutputSandbox")),
+    ("input_data", ("inputdata",), lambda f: f.input_data()),
+)
+
+
 def _describe(attributes: dict[str, Any], locate: Callable[[str], str], source: str) -> JobDescription:
     fields = _Fields(attributes, locate)
     executable = fields.string("Executable")
@@ -470,31 +649,20 @@ def _describe(attributes: dict[str, Any], locate: Callable[[str], str], source: 
     requirements, requirements_expr = fields.requirements()
     processors = fields.integer("NumberOfProcessors", minimum=1, what="a positive integer")
     priority = fields.integer("Priority", minimum=None, what="an integer")
+    text = classad.render_record(attributes)
+    present = fields.keys.keys()
+    optional = {
+        field_name: read(fields) for field_name, names, read in _OPTIONAL_FIELDS if not present.isdisjoint(names)
+    }
     return JobDescription(
         attributes=attributes,
-        text=classad.render_record(attributes),
+        text=text,
         executable=executable,
-        arguments=fields.string("Arguments"),
-        job_name=fields.string("JobName"),
-        owner=fields.string("Owner"),
-        owner_group=fields.string("OwnerGroup"),
-        sites=fields.strings("Site"),
-        banned_sites=fields.strings("BannedSite", "BannedSites"),
-        platforms=fields.strings("Platform"),
-        cpu_time=fields.integer("CPUTime", minimum=1, what="a positive integer"),
-        tags=fields.strings("Tags", "Tag"),
         priority=priority if priority is not None else 0,
         requirements=requirements,
         requirements_expr=requirements_expr,
-        resource_requests=fields.requests("ResourceRequests"),
-        soft_resource_requests=fields.requests("SoftResourceRequests"),
         number_of_processors=processors if processors is not None else 1,
-        parallel_environment=fields.string("ParallelEnvironment"),
-        project=fields.string("Project"),
-        reservation=fields.integer("Reservation", minimum=1, what="a positive integer (an advance reservation id)"),
-        input_sandbox=fields.strings("InputSandbox"),
-        output_sandbox=fields.strings("OutputSandbox"),
-        input_data=fields.input_data(),
+        **optional,
     )
 
 

@@ -9,6 +9,7 @@ from wms.core.errors import Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.states import FINAL_STATES, KILLABLE, JobStatus
 from wms.db import jobs as jobs_db
+from wms.db import matching as match_db
 from wms.services import access
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -107,10 +108,13 @@ def kill_jobs(runtime: Runtime, identity: Identity, job_ids: list[int], now: dat
     to_kill = [r["job_id"] for r in rows if r["job_id"] not in finished]
 
     def kill(conn) -> list[int]:
-        return jobs_db.set_status(
+        killed = jobs_db.set_status(
             conn, to_kill, JobStatus.KILLED.value, f"Killed by {identity.user}", SOURCE_USER, now,
             expect={s.value for s in KILLABLE},
         )
+        # What a matched or running job held is free again at once.
+        match_db.release_debits(conn, killed)
+        return killed
 
     killed = run_in_transaction(runtime.engine, kill) if to_kill else []
     not_killed = {str(i): f"already {s}" for i, s in finished.items()}

@@ -1,0 +1,174 @@
+"""A small JSON-over-HTTP client for the Matcher and job-status API.
+
+Standard library only (urllib). Every call sends ``Authorization: Bearer``;
+an HTTP error becomes :class:`ApiError` carrying the server's one-line
+``detail``; HTTP 409 on a job call becomes :class:`JobLost` because the
+contract gives it one meaning: the job is no longer this pilot's.
+
+Transient failures (connection refused or reset, time-outs, HTTP 429 and
+5xx) are retried with exponential back-off and jitter, then raised as
+:class:`NetworkError`. Callers catch :class:`ClientError` and carry on: one
+failed call must never bring the pilot down.
+
+A retried ``request-job`` whose first attempt did reach the server may
+leave a claimed job behind; the Matcher's lease returns it to Waiting, so
+retrying is still the better trade than losing the slot.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import random
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+API_PREFIX = "/api/v1"
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+log = logging.getLogger("pilot.client")
+
+
+class ClientError(Exception):
+    """Any failed call; the pilot logs it and goes on."""
+
+
+class ApiError(ClientError):
+    """The server answered with an HTTP error status."""
+
+    def __init__(self, status: int, detail: str, method: str = "", path: str = "") -> None:
+        self.status = status
+        self.detail = detail
+        where = f"{method} {path}: " if method else ""
+        super().__init__(f"{where}HTTP {status}: {detail}")
+
+
+class JobLost(ApiError):
+    """HTTP 409 on a job call: stop the job and report nothing more."""
+
+
+class NetworkError(ClientError):
+    """The server could not be reached (after retries) or answered garbage."""
+
+
+def load_token(token: str | None, token_file: str | Path | None, env: Mapping[str, str]) -> str | None:
+    """The bearer token: ``--token``, then ``--token-file``, then ``WMS_TOKEN``."""
+    if token:
+        return token.strip()
+    if token_file:
+        return Path(token_file).read_text().strip()
+    value = env.get("WMS_TOKEN", "").strip()
+    return value or None
+
+
+def _detail(body: bytes, fallback: str) -> str:
+    """The ``detail`` of an error body, as one line."""
+    try:
+        data = json.loads(body.decode("utf-8", "replace"))
+    except ValueError:
+        text = body.decode("utf-8", "replace").strip()
+        return text.splitlines()[0][:500] if text else fallback
+    detail = data.get("detail", fallback) if isinstance(data, dict) else data
+    if not isinstance(detail, str):
+        # FastAPI validation errors carry a list of objects.
+        detail = json.dumps(detail, separators=(",", ":"))
+    return " ".join(detail.split()) or fallback
+
+
+class Client:
+    """The pilot's view of the API: one method per endpoint of the contract."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        backoff: float = 1.0,
+        sleep: Callable[[float], Any] = time.sleep,
+    ) -> None:
+        base = url.rstrip("/")
+        # Accept both http://host:8080 and http://host:8080/api/v1.
+        self.base = base if base.endswith(API_PREFIX) else base + API_PREFIX
+        self.token = token
+        self.timeout = timeout
+        self.retries = max(0, retries)
+        self.backoff = backoff
+        self.sleep = sleep
+
+    # -- transport ---------------------------------------------------------
+
+    def call(self, method: str, path: str, body: Any = None, query: Mapping[str, str] | None = None) -> Any:
+        """One JSON call with retries; returns the decoded JSON body."""
+        url = self.base + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        attempt = 0
+        while True:
+            request = urllib.request.Request(url, data=data, headers=headers, method=method)
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    raw = response.read()
+                return json.loads(raw) if raw else None
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+                detail = _detail(exc.read() or b"", exc.reason or f"HTTP {status}")
+                transient = status == HTTPStatus.TOO_MANY_REQUESTS or status >= 500
+                if not transient:
+                    cls = JobLost if status == HTTPStatus.CONFLICT and path.startswith("/jobs/") else ApiError
+                    raise cls(status, detail, method, path) from None
+                error: ClientError = ApiError(status, detail, method, path)
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                error = NetworkError(f"{method} {path}: {reason}")
+            except ValueError as exc:  # a body that is not JSON: not worth retrying
+                raise NetworkError(f"{method} {path}: bad JSON answer: {exc}") from None
+            if attempt >= self.retries:
+                raise error
+            delay = self.backoff * (2**attempt) * (0.5 + random.random())
+            log.warning("%s; retry %d/%d in %.1f s", error, attempt + 1, self.retries, delay)
+            self.sleep(delay)
+            attempt += 1
+
+    # -- the contract ------------------------------------------------------
+
+    def submit_pools(self, site: str, ce: str, queue: str) -> list[str]:
+        """getSubmitPoolsForQueue: the pools a pilot of this queue serves."""
+        answer = self.call("GET", "/matcher/submit-pools", query={"site": site, "ce": ce, "queue": queue})
+        if not isinstance(answer, list):
+            raise NetworkError(f"GET /matcher/submit-pools: expected a list, got {type(answer).__name__}")
+        return [str(p) for p in answer]
+
+    def request_job(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Ask for one job; ``{"match": false, "reason"}`` or ``{"match": true, "job"}``."""
+        answer = self.call("POST", "/matcher/request-job", dict(body))
+        if not isinstance(answer, dict):
+            raise NetworkError("POST /matcher/request-job: expected an object")
+        return answer
+
+    def pilot_status(
+        self, job_id: int, pilot_id: str, status: str, minor_status: str, exit_code: int | None
+    ) -> dict[str, Any]:
+        body = {"pilot_id": pilot_id, "status": status, "minor_status": minor_status, "exit_code": exit_code}
+        return self.call("POST", f"/jobs/{job_id}/pilot-status", body)
+
+    def heartbeat(self, job_id: int, pilot_id: str) -> dict[str, Any]:
+        answer = self.call("POST", f"/jobs/{job_id}/heartbeat", {"pilot_id": pilot_id})
+        return answer if isinstance(answer, dict) else {}
+
+    def output(self, job_id: int, pilot_id: str, stdout: str, stderr: str, truncated: bool) -> Any:
+        body = {"pilot_id": pilot_id, "stdout": stdout, "stderr": stderr, "truncated": truncated}
+        return self.call("POST", f"/jobs/{job_id}/output", body)
+

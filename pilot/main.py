@@ -1,0 +1,393 @@
+"""``wms-pilot``: describe the node, pull jobs, run them, report, stop.
+
+Lifecycle
+    1. Probe the node (:mod:`pilot.probe`).
+    2. Pools: ``--pools``, else one ``GET /matcher/submit-pools`` for the
+       pilot's Site/CE/Queue (the TaskQueueDirector case). If that call fails
+       the pilot asks with ``pools: null`` rather than dying; if the queue
+       serves no pool at all there is nothing to do and it exits 0.
+    3. One slot worker thread per slot, like DIRAC's pool computing
+       element. Match requests are serialised by a lock, so the ``slots``
+       each one sends is exact and a multi-slot job can never overbook the
+       node; the job's ``Slots`` are taken before the next request goes out
+       and given back when it ends. A worker finding no free slot waits for
+       one (that is not a "no match"). Each job runs in the worker's thread
+       through :func:`pilot.runner.run_job`.
+    4. Stops: a worker ends after ``--max-empty`` consecutive empty answers
+       (a failed request counts as empty, so a dead server ends the pilot
+       too); no worker asks once the remaining lifetime is below
+       ``--min-time-left``; SIGTERM/SIGINT terminate running jobs, which are
+       reported Failed "Pilot stopped"; at the end of ``--lifetime`` running
+       jobs are stopped the same way ("Pilot lifetime reached") because the
+       batch system is about to kill the pilot without warning. Exit 0 in
+       all these cases; 2 for bad usage (no token, bad options).
+
+``cpu_time_left`` sent to the Matcher is ``--cpu-time-left`` (default: the
+lifetime) minus the wall time already spent, so it only offers jobs that
+still fit.
+
+``main(argv)`` returns the exit code and has no side effect beyond the
+``pilot`` logger and the signal handlers (installed only in the main
+thread), so it runs the same as ``wms-pilot``, ``python -m pilot`` or a
+subprocess in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pilot import logs
+from pilot.client import DEFAULT_URL, Client, ClientError, load_token
+from pilot.probe import NodeInfo, cpu_count, hostname, probe_node
+from pilot.runner import DEFAULT_OUTPUT_LIMIT, JobSpec, Reporter, Stop, run_job
+
+log = logging.getLogger("pilot")
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+def split_list(value: str | None) -> list[str]:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]`` (for --pools and --tags)."""
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def default_pilot_id() -> str:
+    """host + pid + random: unique even for many pilots on one node."""
+    return f"{hostname().split('.')[0]}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="wms-pilot",
+        description="Pilot: describe this node, pull jobs from the Matcher, run and report them.",
+    )
+    env = os.environ
+    p.add_argument("--url", default=env.get("WMS_URL", DEFAULT_URL), help="server URL (env WMS_URL)")
+    p.add_argument("--token", help="bearer token (else --token-file, else env WMS_TOKEN)")
+    p.add_argument("--token-file", help="file holding the bearer token")
+    p.add_argument("--site", required=True)
+    p.add_argument("--ce", required=True)
+    p.add_argument("--queue", required=True)
+    p.add_argument("--pools", help="P1,P2: SubmitPools to serve (default: ask the Matcher for the queue's)")
+    p.add_argument("--slots", type=int, help="concurrent slots (default: the cores this process may use)")
+    p.add_argument("--pilot-id", help="default: host-pid-random")
+    p.add_argument("--max-empty", type=int, default=3, help="stop a slot after N consecutive no-match answers")
+    p.add_argument("--poll", type=float, default=5.0, help="seconds to wait after an empty answer")
+    p.add_argument("--heartbeat", type=float, default=60.0, help="seconds between heartbeats of a running job")
+    p.add_argument("--workdir", help="where job directories go (default: a temporary directory, removed at exit)")
+    p.add_argument("--output-limit", type=int, default=DEFAULT_OUTPUT_LIMIT,
+                   help="bytes of stdout and of stderr uploaded (the tail)")
+    p.add_argument("--lifetime", type=float, default=86400.0, help="seconds this pilot may live")
+    p.add_argument("--cpu-time-left", type=float, help="CPU seconds offered at start (default: --lifetime)")
+    p.add_argument("--min-time-left", type=float, default=300.0,
+                   help="stop asking for jobs when less lifetime than this remains")
+    p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL for a job")
+    p.add_argument("--tags", help="T1,T2: tags of this resource")
+    p.add_argument("--platform", help="DIRAC platform (default: probed, e.g. x86_64-el9)")
+    p.add_argument("--http-timeout", type=float, default=30.0, help="seconds per HTTP call")
+    p.add_argument("--retries", type=int, default=3, help="retries of a failed HTTP call")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   type=str.upper)
+    return p
+
+
+@dataclass
+class Settings:
+    """The parsed options, resolved (token read, lists split, defaults filled)."""
+
+    url: str
+    token: str
+    site: str
+    ce: str
+    queue: str
+    pools: list[str] | None
+    slots: int
+    pilot_id: str
+    max_empty: int
+    poll: float
+    heartbeat: float
+    workdir: Path | None
+    output_limit: int
+    lifetime: float
+    cpu_time_left: float
+    min_time_left: float
+    grace: float
+    tags: list[str]
+    platform: str | None
+    http_timeout: float
+    retries: int
+    log_level: str
+
+
+def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settings:
+    """Turn options into settings; ``parser.error`` (exit 2) on bad ones."""
+    try:
+        token = load_token(args.token, args.token_file, os.environ)
+    except OSError as exc:
+        parser.error(f"cannot read --token-file: {exc.strerror or exc}")
+    if not token:
+        parser.error("no token: give --token, --token-file or set WMS_TOKEN")
+    for name in ("max_empty", "output_limit"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must not be negative")
+    if args.slots is not None and args.slots < 1:
+        parser.error("--slots must be at least 1")
+    for name in ("poll", "heartbeat", "lifetime"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name} must be positive")
+    return Settings(
+        url=args.url,
+        token=token,
+        site=args.site,
+        ce=args.ce,
+        queue=args.queue,
+        pools=split_list(args.pools) if args.pools is not None else None,
+        slots=args.slots or cpu_count(),
+        pilot_id=args.pilot_id or default_pilot_id(),
+        max_empty=max(1, args.max_empty),
+        poll=args.poll,
+        heartbeat=args.heartbeat,
+        workdir=Path(args.workdir) if args.workdir else None,
+        output_limit=args.output_limit,
+        lifetime=args.lifetime,
+        cpu_time_left=args.cpu_time_left if args.cpu_time_left is not None else args.lifetime,
+        min_time_left=args.min_time_left,
+        grace=args.grace,
+        tags=split_list(args.tags),
+        platform=args.platform,
+        http_timeout=args.http_timeout,
+        retries=args.retries,
+        log_level=args.log_level,
+    )
+
+
+class Pilot:
+    """The slot workers and the shared state they need."""
+
+    def __init__(self, settings: Settings, client: Client, workdir: Path, stop: Stop | None = None) -> None:
+        self.s = settings
+        self.client = client
+        self.workdir = workdir
+        self.stop = stop or Stop()
+        self.started = time.monotonic()
+        self.free = settings.slots
+        self.slots_changed = threading.Condition()
+        self.request_lock = threading.Lock()  # one match request at a time: exact free-slot counts
+        self.pools: list[str] | None = settings.pools
+        self.node: NodeInfo = probe_node(settings.platform)
+        self.jobs_run = 0
+
+    # -- time ----------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def time_left(self) -> float:
+        return self.s.lifetime - self.elapsed()
+
+    def cpu_time_left(self) -> int:
+        return max(0, int(self.s.cpu_time_left - self.elapsed()))
+
+    # -- server calls ------------------------------------------------------------
+
+    def resolve_pools(self) -> bool:
+        """Fill ``self.pools``; False when the queue serves no pool at all."""
+        if self.pools is not None:
+            return True
+        try:
+            self.pools = self.client.submit_pools(self.s.site, self.s.ce, self.s.queue)
+        except ClientError as exc:
+            log.error("could not get the submit pools (%s); asking with pools=null", exc)
+            return True
+        log.info("submit pools of %s/%s/%s: %s", self.s.site, self.s.ce, self.s.queue, self.pools or "none")
+        return bool(self.pools)
+
+    def request_body(self, free: int) -> dict[str, Any]:
+        """The request-job body of the contract, with a fresh load sample."""
+        self.node = probe_node(self.s.platform or self.node.platform)
+        return {
+            "site": self.s.site,
+            "ce": self.s.ce,
+            "queue": self.s.queue,
+            "pools": self.pools,
+            "host": self.node.host,
+            "slots": free,
+            "load": self.node.load(),
+            "platform": self.node.platform,
+            "cpu_time_left": self.cpu_time_left(),
+            "tags": self.s.tags,
+            "pilot_id": self.s.pilot_id,
+        }
+
+    def reporter(self) -> Reporter:
+        pid = self.s.pilot_id
+        return Reporter(
+            status=lambda job_id, status, minor, code: self.client.pilot_status(job_id, pid, status, minor, code),
+            heartbeat=lambda job_id: bool(self.client.heartbeat(job_id, pid).get("Kill")),
+            output=lambda job_id, out, err, cut: self.client.output(job_id, pid, out, err, cut),
+        )
+
+    # -- slot workers --------------------------------------------------------
+
+    def take_job(self) -> tuple[JobSpec, int] | None | bool:
+        """One match request with the free slots now.
+
+        Returns (job, slots taken), None for an empty answer (or a failed
+        call), or False when there is no free slot or the pilot stops.
+        """
+        with self.slots_changed:
+            while self.free <= 0 and not self.stop.is_set():
+                self.slots_changed.wait(1.0)
+        if self.stop.is_set():
+            return False
+        with self.request_lock:
+            with self.slots_changed:
+                free = self.free
+            if free <= 0:
+                return False
+            try:
+                answer = self.client.request_job(self.request_body(free))
+            except ClientError as exc:
+                log.error("request-job failed: %s", exc)
+                return None
+            if not answer.get("match"):
+                log.info("no match: %s", answer.get("reason", "no reason given"))
+                return None
+            try:
+                spec = JobSpec.from_match(answer["job"])
+            except (KeyError, TypeError, ValueError) as exc:
+                log.error("unusable job in the answer (%s): %r", exc, answer.get("job"))
+                return None
+            taken = spec.slots
+            if taken > free:
+                # The Matcher was told `free`; more is its bug. Run the job but
+                # do not let the counter go below zero and stall the others.
+                log.warning("job %d wants %d slots, only %d free", spec.job_id, taken, free)
+                taken = free
+            with self.slots_changed:
+                self.free -= taken
+            return spec, taken
+
+    def give_back(self, slots: int) -> None:
+        with self.slots_changed:
+            self.free += slots
+            self.slots_changed.notify_all()
+
+    def slot_worker(self, index: int) -> None:
+        """Ask, run, repeat; until max-empty, too little lifetime, or stop."""
+        empty = 0
+        while not self.stop.is_set():
+            if self.time_left() < self.s.min_time_left:
+                log.info("slot %d: %.0f s of lifetime left, less than %.0f: no more jobs",
+                         index, self.time_left(), self.s.min_time_left)
+                break
+            got = self.take_job()
+            if got is False:
+                continue
+            if got is None:
+                empty += 1
+                if empty >= self.s.max_empty:
+                    log.info("slot %d: %d empty answers in a row, stopping", index, empty)
+                    break
+                self.stop.wait(self.s.poll)
+                continue
+            empty = 0
+            spec, taken = got
+            log.info("slot %d: matched job %d (%d slot(s))", index, spec.job_id, spec.slots)
+            try:
+                result = run_job(
+                    spec,
+                    self.workdir,
+                    self.reporter(),
+                    heartbeat_interval=self.s.heartbeat,
+                    output_limit=self.s.output_limit,
+                    grace=self.s.grace,
+                    stop=self.stop,
+                )
+                log.info("slot %d: job %d %s: %s", index, spec.job_id, result.status, result.minor_status)
+            except Exception:  # a bug in one job's handling must not end the pilot
+                log.exception("slot %d: job %d crashed the runner", index, spec.job_id)
+            finally:
+                self.jobs_run += 1
+                self.give_back(taken)
+
+    def run(self) -> int:
+        """Run the workers until they all end; returns the exit code."""
+        log.info("node %s: %d cores, arch %s, platform %s, %d slot(s), lifetime %.0f s",
+                 self.node.host, self.node.cores, self.node.arch, self.node.platform, self.s.slots, self.s.lifetime)
+        if not self.resolve_pools():
+            log.info("no submit pool for this queue: nothing to do")
+            return EXIT_OK
+        workers = [
+            threading.Thread(target=self.slot_worker, args=(i,), name=f"slot-{i}", daemon=True)
+            for i in range(self.s.slots)
+        ]
+        for w in workers:
+            w.start()
+        # Join in short steps so the main thread stays free to run signal
+        # handlers and to notice the end of the lifetime.
+        while alive := [w for w in workers if w.is_alive()]:
+            if self.time_left() <= 0:
+                self.stop.stop("Pilot lifetime reached")
+            alive[0].join(0.2)
+        log.info("pilot ends after %.0f s, %d job(s) run", self.elapsed(), self.jobs_run)
+        return EXIT_OK
+
+
+def install_signal_handlers(stop: Stop) -> None:
+    """SIGTERM/SIGINT stop the pilot gracefully (jobs terminated and reported)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        log.warning("received %s: stopping", signal.Signals(signum).name)
+        stop.stop("Pilot stopped")
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``wms-pilot``; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        settings = resolve(args, parser)
+    except SystemExit as exc:  # argparse: usage errors are 2, --help is 0
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    logs.setup(settings.pilot_id, settings.log_level)
+    stop = Stop()
+    install_signal_handlers(stop)
+    own_workdir = settings.workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="wms-pilot-")) if own_workdir else settings.workdir
+    assert workdir is not None
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"wms-pilot: cannot create --workdir {workdir}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    client = Client(settings.url, settings.token, timeout=settings.http_timeout, retries=settings.retries)
+    log.info("pilot %s starting against %s, workdir %s", settings.pilot_id, client.base, workdir)
+    try:
+        return Pilot(settings, client, workdir, stop).run()
+    finally:
+        if own_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,516 @@
+"""Run one job: working directory, child process, limits, heartbeats, output.
+
+:func:`run_job` is the whole life of a matched job on the node. It talks to
+the server only through the three callables of a :class:`Reporter`, so it
+runs the same against the real API (``main`` wires in the HTTP client) and
+in tests (small recording functions).
+
+The child
+    ``Executable`` plus ``Arguments`` split with :func:`shlex.split`, started
+    in a new session (so a new process group) in ``<workdir>/<JobID>``,
+    stdin from /dev/null, stdout/stderr to ``std.out``/``std.err`` there.
+    Environment: the pilot's, minus the pilot's own credential
+    (``WMS_TOKEN``), plus the job's ``Environment``, plus ``WMS_JOB_ID`` and
+    ``WMS_JOB_DIR`` (these two last, so a job cannot fake them).
+
+Limits enforced (Grid Engine queue_conf(5) meanings)
+    ``h_rt``      wall clock. When reached: SIGTERM to the job's process
+                  group and session, ``grace`` seconds, then SIGKILL.
+                  Failed "Exceeded h_rt (N s)".
+    ``s_rt``      soft wall clock. When reached: SIGUSR1 to the group (the
+                  job may catch it and finish); if it still runs ``grace``
+                  seconds later it is terminated as above,
+                  Failed "Exceeded s_rt (N s)".
+    ``cpu_time``  CPU seconds (user + system) of the whole process tree.
+                  Two mechanisms: (1) the monitor sums utime+stime+cutime+
+                  cstime of every live process in the job's session from
+                  /proc each poll and terminates the tree when the sum
+                  reaches the limit; (2) RLIMIT_CPU is set on the leader
+                  (soft = limit -> SIGXCPU, hard = limit + grace -> SIGKILL),
+                  inherited by every process it forks, so a single busy
+                  process is stopped by the kernel even between polls. After
+                  the end, ``wait4``'s rusage (leader plus reaped
+                  descendants) gives the figure that is logged.
+    pilot stop    SIGTERM/SIGINT to the pilot or its lifetime running out:
+                  the job is terminated as above, Failed "Pilot stopped".
+    Kill          a heartbeat answering ``Kill: true``, or HTTP 409 on any
+                  job call: the job is terminated and nothing more is
+                  reported for it (no output, no status).
+
+Processes that escape with ``setsid()`` or that are reparented and exit
+before a poll are beyond the pilot's sight; that is the limit of a
+user-space watchdog without cgroups. When the leader ends, everything left
+in its group and session is SIGKILLed *before* the leader is reaped, so the
+group id cannot have been reused by then.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import resource
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pilot.client import ClientError, JobLost
+from pilot.logs import job_context
+
+log = logging.getLogger("pilot.runner")
+
+STDOUT_NAME = "std.out"
+STDERR_NAME = "std.err"
+DEFAULT_OUTPUT_LIMIT = 1 << 20
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# Variables of the pilot that a user job must not inherit.
+PRIVATE_ENV = ("WMS_TOKEN",)
+
+DONE_MINOR = "Execution Complete"
+RUNNING_MINOR = "Application"
+
+
+# -- the job ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The ``Limits`` object of a matched job, in seconds (None = no limit)."""
+
+    h_rt: float | None = None
+    s_rt: float | None = None
+    cpu_time: float | None = None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A matched job as the pilot needs it."""
+
+    job_id: int
+    executable: str
+    arguments: str = ""
+    slots: int = 1
+    lease: float | None = None
+    limits: Limits = field(default_factory=Limits)
+    environment: Mapping[str, str] = field(default_factory=dict)
+    jdl: str = ""
+
+    @classmethod
+    def from_match(cls, job: Mapping[str, Any]) -> JobSpec:
+        """Build from the ``job`` object of a request-job answer."""
+        limits = job.get("Limits") or {}
+
+        def seconds(name: str) -> float | None:
+            value = limits.get(name)
+            return None if value is None else float(value)
+
+        env = job.get("Environment") or {}
+        return cls(
+            job_id=int(job["JobID"]),
+            executable=str(job.get("Executable") or ""),
+            arguments=str(job.get("Arguments") or ""),
+            slots=max(1, int(job.get("Slots") or 1)),
+            lease=None if job.get("Lease") is None else float(job["Lease"]),
+            limits=Limits(h_rt=seconds("h_rt"), s_rt=seconds("s_rt"), cpu_time=seconds("cpu_time")),
+            environment={str(k): str(v) for k, v in env.items()},
+            jdl=str(job.get("JDL") or ""),
+        )
+
+
+@dataclass
+class Reporter:
+    """How the runner talks to the server, one callable per job call.
+
+    Each may raise :class:`~pilot.client.JobLost` (the job is no longer
+    ours: stop it, say nothing more) or any other
+    :class:`~pilot.client.ClientError` (logged; the job goes on).
+    """
+
+    status: Callable[[int, str, str, int | None], Any]
+    heartbeat: Callable[[int], bool]  # True means: kill the job
+    output: Callable[[int, str, str, bool], Any]
+
+
+class Stop(threading.Event):
+    """An event that also says why the pilot is stopping (the minor status)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason = "Pilot stopped"
+
+    def stop(self, reason: str = "Pilot stopped") -> None:
+        if not self.is_set():
+            self.reason = reason
+        self.set()
+
+
+@dataclass
+class JobResult:
+    """What happened to a job.
+
+    ``status`` is Done or Failed for a job that ran to an end we report,
+    Killed (the server asked) or Lost (HTTP 409) when nothing more was
+    reported. ``reported`` says whether the final status call succeeded.
+    """
+
+    job_id: int
+    status: str
+    minor_status: str
+    exit_code: int | None
+    workdir: Path | None = None
+    cpu_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    truncated: bool = False
+    reported: bool = False
+
+
+# -- /proc helpers ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of /proc/<pid>/stat the watchdog needs (times in seconds)."""
+
+    pid: int
+    state: str
+    pgrp: int
+    session: int
+    cpu: float  # utime + stime + cutime + cstime
+
+
+def parse_proc_stat(text: str, clk_tck: int = CLK_TCK) -> ProcStat:
+    """Parse proc(5) ``stat``; the command name may hold spaces and ')'."""
+    head, _, tail = text.rpartition(")")
+    pid = int(head.split("(", 1)[0])
+    f = tail.split()
+    # f[0] is field 3 (state); field n is f[n - 3].
+    ticks = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+    return ProcStat(pid=pid, state=f[0], pgrp=int(f[2]), session=int(f[3]), cpu=ticks / clk_tck)
+
+
+def session_processes(session: int, proc: Path = Path("/proc")) -> list[ProcStat]:
+    """Every process of a session (the job's tree unless it called setsid)."""
+    found = []
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            st = parse_proc_stat((proc / name / "stat").read_text())
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or unreadable
+        if st.session == session:
+            found.append(st)
+    return found
+
+
+def tree_cpu_seconds(session: int) -> float:
+    """CPU seconds used so far by the live processes of ``session``.
+
+    cutime/cstime fold in descendants already reaped by their parents.
+    """
+    return sum(p.cpu for p in session_processes(session))
+
+
+def signal_tree(pgid: int, sig: int) -> None:
+    """Send ``sig`` to the job's process group and to its session's stragglers."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in session_processes(pgid):
+        if p.pgrp != pgid and p.state != "Z":
+            try:
+                os.kill(p.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def read_tail(path: Path, limit: int) -> tuple[str, bool]:
+    """The last ``limit`` bytes of a file as text, and whether it was cut."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            if size > limit:
+                handle.seek(size - limit)
+            data = handle.read(limit if limit >= 0 else -1)
+    except OSError:
+        return "", False
+    return data.decode("utf-8", "replace"), size > limit
+
+
+def job_directory(workdir: Path, job_id: int) -> Path:
+    """A fresh ``<workdir>/<JobID>``; ``<JobID>.1``, ... if the job came back."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    candidate = workdir / str(job_id)
+    n = 0
+    while True:
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            n += 1
+            candidate = workdir / f"{job_id}.{n}"
+
+
+def job_environment(spec: JobSpec, job_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The child's environment (see the module docstring for the order)."""
+    env = dict(os.environ if base is None else base)
+    for name in PRIVATE_ENV:
+        env.pop(name, None)
+    env.update(spec.environment)
+    env["WMS_JOB_ID"] = str(spec.job_id)
+    env["WMS_JOB_DIR"] = str(job_dir)
+    return env
+
+
+def _fmt_seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+# -- running ------------------------------------------------------------------
+
+
+class _Child:
+    """The job's leader process, waited for without reaping until we choose."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.pgid = popen.pid  # start_new_session: leader of its group and session
+        self.status: int | None = None
+        self.rusage: resource.struct_rusage | None = None
+
+    def exited(self) -> bool:
+        """True once the leader has ended (it stays a zombie until reap())."""
+        if self.status is not None:
+            return True
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def wait_exit(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.exited():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def reap(self) -> None:
+        """Kill what is left of the tree, then collect status and rusage."""
+        if self.status is not None:
+            return
+        # The zombie leader still holds the group id, so this cannot hit a
+        # recycled group: clean away daemons the job left running.
+        signal_tree(self.pgid, signal.SIGKILL)
+        try:
+            _, status, rusage = os.wait4(self.pid, 0)
+        except ChildProcessError:
+            status, rusage = 0, None
+        self.status, self.rusage = status, rusage
+        # Tell Popen it is over, or it warns that the child still runs.
+        self.popen.returncode = os.waitstatus_to_exitcode(status)
+
+    def terminate(self, grace: float) -> None:
+        """SIGTERM, ``grace`` seconds, SIGKILL; returns once the leader ended."""
+        if not self.exited():
+            signal_tree(self.pgid, signal.SIGTERM)
+            if not self.wait_exit(grace):
+                signal_tree(self.pgid, signal.SIGKILL)
+                self.wait_exit(grace + 5)
+
+    def cpu_seconds(self) -> float:
+        if self.rusage is None:
+            return 0.0
+        return self.rusage.ru_utime + self.rusage.ru_stime
+
+
+def _set_cpu_rlimit(pid: int, seconds: float, grace: float) -> None:
+    """Kernel back-stop for cpu_time (soft -> SIGXCPU, hard -> SIGKILL)."""
+    soft = max(1, math.ceil(seconds))
+    hard = soft + max(1, math.ceil(grace))
+    try:
+        _, current_hard = resource.prlimit(pid, resource.RLIMIT_CPU)
+        if current_hard != resource.RLIM_INFINITY:
+            hard = min(hard, current_hard)
+            soft = min(soft, hard)
+        resource.prlimit(pid, resource.RLIMIT_CPU, (soft, hard))
+    except (AttributeError, OSError, ValueError) as exc:
+        log.debug("cannot set RLIMIT_CPU on %d: %s", pid, exc)
+
+
+def run_job(
+    spec: JobSpec,
+    workdir: Path,
+    reporter: Reporter,
+    *,
+    heartbeat_interval: float = 60.0,
+    output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    grace: float = 10.0,
+    poll_interval: float = 0.5,
+    stop: Stop | None = None,
+) -> JobResult:
+    """Run ``spec`` to its end and report it; never raises for job trouble.
+
+    Reports Running as soon as the child exists, heartbeats every
+    ``heartbeat_interval`` seconds, enforces the limits (module docstring),
+    uploads the tails of stdout/stderr (``output_limit`` bytes each) and
+    reports Done or Failed with the exit code.
+    """
+    with job_context(spec.job_id):
+        return _run(spec, Path(workdir), reporter, heartbeat_interval, output_limit, grace, poll_interval, stop)
+
+
+def _report(reporter: Reporter, spec: JobSpec, status: str, minor: str, exit_code: int | None) -> bool | None:
+    """Report a status: True sent, None failed (network; logged), False the job is not ours any more."""
+    try:
+        reporter.status(spec.job_id, status, minor, exit_code)
+    except JobLost as exc:
+        log.warning("job is no longer ours (%s)", exc)
+        return False
+    except ClientError as exc:
+        log.error("could not report %s: %s", status, exc)
+        return None
+    return True
+
+
+def _run(
+    spec: JobSpec,
+    workdir: Path,
+    reporter: Reporter,
+    heartbeat_interval: float,
+    output_limit: int,
+    grace: float,
+    poll_interval: float,
+    stop: Stop | None,
+) -> JobResult:
+    started = time.monotonic()
+    job_dir = job_directory(workdir, spec.job_id)
+
+    def failed_to_start(minor: str) -> JobResult:
+        log.error("%s", minor)
+        sent = _report(reporter, spec, "Failed", minor, None)
+        return JobResult(spec.job_id, "Lost" if sent is False else "Failed", minor, None, job_dir, reported=bool(sent))
+
+    try:
+        argv = [spec.executable, *shlex.split(spec.arguments)]
+    except ValueError as exc:
+        return failed_to_start(f"Bad Arguments: {exc}")
+    if not spec.executable:
+        return failed_to_start("No Executable")
+
+    limits = spec.limits
+    log.info("starting %s in %s (limits h_rt=%s s_rt=%s cpu_time=%s)", shlex.join(argv), job_dir,
+             limits.h_rt, limits.s_rt, limits.cpu_time)
+    try:
+        with open(job_dir / STDOUT_NAME, "wb") as out, open(job_dir / STDERR_NAME, "wb") as err:
+            popen = subprocess.Popen(
+                argv,
+                cwd=job_dir,
+                env=job_environment(spec, job_dir),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,  # own group and session: the unit we signal and measure
+            )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return failed_to_start(f"Cannot start: {exc}")
+    child = _Child(popen)
+    if limits.cpu_time is not None:
+        _set_cpu_rlimit(child.pid, limits.cpu_time, grace)
+
+    # -- running: report at once, the lease is ticking ------------------------
+    if _report(reporter, spec, "Running", RUNNING_MINOR, None) is False:
+        child.terminate(grace)
+        child.reap()
+        return JobResult(spec.job_id, "Lost", "No longer this pilot's job", None, job_dir,
+                         wall_seconds=time.monotonic() - started)
+
+    verdict: str | None = None  # a Failed minor status decided by the watchdog
+    abandon: str | None = None  # "Killed" / "Lost": terminate, report nothing
+    next_heartbeat = time.monotonic() + heartbeat_interval
+    usr1_sent: float | None = None
+    cpu_seen = 0.0
+    while not child.exited():
+        elapsed = time.monotonic() - started
+        if limits.cpu_time is not None:
+            cpu_seen = max(cpu_seen, tree_cpu_seconds(child.pgid))
+        if limits.h_rt is not None and elapsed >= limits.h_rt:
+            verdict = f"Exceeded h_rt ({_fmt_seconds(limits.h_rt)} s)"
+        elif limits.cpu_time is not None and cpu_seen >= limits.cpu_time:
+            verdict = f"Exceeded cpu_time ({_fmt_seconds(limits.cpu_time)} s)"
+        elif limits.s_rt is not None and elapsed >= limits.s_rt:
+            if usr1_sent is None:
+                log.info("s_rt reached: sending SIGUSR1")
+                signal_tree(child.pgid, signal.SIGUSR1)
+                usr1_sent = time.monotonic()
+            elif time.monotonic() - usr1_sent >= grace:
+                verdict = f"Exceeded s_rt ({_fmt_seconds(limits.s_rt)} s)"
+        if verdict is None and stop is not None and stop.is_set():
+            verdict = stop.reason
+        if verdict is None and time.monotonic() >= next_heartbeat:
+            next_heartbeat = time.monotonic() + heartbeat_interval
+            try:
+                if reporter.heartbeat(spec.job_id):
+                    abandon = "Killed"
+            except JobLost as exc:
+                log.warning("heartbeat: job is no longer ours (%s)", exc)
+                abandon = "Lost"
+            except ClientError as exc:
+                log.error("heartbeat failed: %s", exc)
+        if verdict is not None or abandon is not None:
+            log.info("terminating: %s", verdict or abandon)
+            child.terminate(grace)
+            break
+        # Wake early when the pilot stops; otherwise poll.
+        if stop is not None:
+            stop.wait(poll_interval)
+        else:
+            time.sleep(poll_interval)
+
+    child.reap()
+    wall = time.monotonic() - started
+    cpu = max(cpu_seen, child.cpu_seconds())
+    status = child.status or 0
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        exit_code = 128 + sig  # the shell's convention, so exit_code stays an int
+        if verdict is None and limits.cpu_time is not None and sig in (signal.SIGXCPU, signal.SIGKILL) \
+                and cpu >= limits.cpu_time - 0.5:
+            verdict = f"Exceeded cpu_time ({_fmt_seconds(limits.cpu_time)} s)"
+        minor = verdict or f"Killed by signal {sig}"
+    else:
+        exit_code = os.WEXITSTATUS(status)
+        minor = verdict or (DONE_MINOR if exit_code == 0 else f"Exit code {exit_code}")
+    log.info("ended: %s (exit code %s, %.1f s wall, %.2f s cpu)", abandon or minor, exit_code, wall, cpu)
+
+    if abandon is not None:
+        minor = "Killed by the WMS" if abandon == "Killed" else "No longer this pilot's job"
+        return JobResult(spec.job_id, abandon, minor, exit_code, job_dir, cpu, wall)
+
+    final = "Done" if verdict is None and exit_code == 0 else "Failed"
+    stdout, cut_out = read_tail(job_dir / STDOUT_NAME, output_limit)
+    stderr, cut_err = read_tail(job_dir / STDERR_NAME, output_limit)
+    truncated = cut_out or cut_err
+    try:
+        reporter.output(spec.job_id, stdout, stderr, truncated)
+    except JobLost as exc:
+        log.warning("output: job is no longer ours (%s)", exc)
+        return JobResult(spec.job_id, "Lost", "No longer this pilot's job", exit_code, job_dir, cpu, wall, truncated)
+    except ClientError as exc:
+        log.error("could not upload output: %s", exc)
+    sent = _report(reporter, spec, final, minor, exit_code)
+    return JobResult(spec.job_id, "Lost" if sent is False else final, minor, exit_code, job_dir, cpu, wall,
+                     truncated, reported=bool(sent))

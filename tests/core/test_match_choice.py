@@ -1,0 +1,36 @@
+"""Task-queue choice: proportional to priority, soft violations first."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from wms.core.match.choice import claim_order, weighted_order
+
+
+def test_first_choice_is_proportional_to_priority():
+    rng = random.Random(7)
+    draws = 60_000
+    firsts = Counter(weighted_order(["a", "b", "c"], [1, 3, 6], rng)[0] for _ in range(draws))
+    for item, weight in (("a", 1), ("b", 3), ("c", 6)):
+        assert abs(firsts[item] / draws - weight / 10) < 0.01
+
+
+def test_a_low_priority_queue_is_not_starved():
+    rng = random.Random(1)
+    firsts = Counter(weighted_order(["low", "high"], [1, 1000], rng)[0] for _ in range(20_000))
+    assert 5 <= firsts["low"] <= 45   # expected about 20
+
+
+def test_every_candidate_appears_once():
+    rng = random.Random(3)
+    order = weighted_order(list(range(50)), [i + 1 for i in range(50)], rng)
+    assert sorted(order) == list(range(50))
+
+
+def test_fewer_soft_violations_come_first():
+    rng = random.Random(5)
+    for _ in range(200):
+        order = claim_order(["a", "b", "c", "d"], [1000, 1, 1, 1000], [2, 0, 0, 1], rng)
+        assert set(order[:2]) == {"b", "c"}
+        assert order[2:] == ["d", "a"]

@@ -1,0 +1,311 @@
+"""The runner with real child processes; the server is a recording Reporter."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pilot.client import JobLost, NetworkError
+from pilot.runner import (
+    JobResult,
+    JobSpec,
+    Limits,
+    Stop,
+    job_directory,
+    parse_proc_stat,
+    read_tail,
+    run_job,
+    session_processes,
+    tree_cpu_seconds,
+)
+from tests.pilot.recorder import Recorder
+
+SH = "/bin/sh"
+PY = sys.executable
+
+
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (zombies may wait for a reaper)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return parse_proc_stat(stat).state not in ("Z", "X")
+
+
+def sh(job_id: int, script: str, **kw) -> JobSpec:
+    from shlex import quote
+
+    return JobSpec(job_id=job_id, executable=SH, arguments=f"-c {quote(script)}", **kw)
+
+
+def run(spec: JobSpec, tmp_path: Path, rec: Recorder | None = None, **kw) -> tuple[JobResult, Recorder]:
+    rec = rec or Recorder()
+    kw.setdefault("grace", 1.0)
+    kw.setdefault("poll_interval", 0.1)
+    return run_job(spec, tmp_path, rec.reporter(), **kw), rec
+
+
+def result_session(job_dir: Path) -> int:
+    """The job's session id, which the job wrote as its first line (``$$``)."""
+    return int((job_dir / "leader.pid").read_text())
+
+
+def test_success_captures_output(tmp_path):
+    result, rec = run(sh(1, "echo hello; echo oops >&2"), tmp_path)
+    assert (result.status, result.minor_status, result.exit_code) == ("Done", "Execution Complete", 0)
+    assert result.reported
+    assert rec.kinds == ["Running", "output", "Done"]
+    assert rec.statuses[-1] == ("Done", "Execution Complete", 0)
+    assert rec.outputs == [("hello\n", "oops\n", False)]
+    assert (tmp_path / "1" / "std.out").read_text() == "hello\n"
+
+
+def test_failure_exit_code(tmp_path):
+    result, rec = run(sh(2, "echo bad >&2; exit 3"), tmp_path)
+    assert (result.status, result.minor_status, result.exit_code) == ("Failed", "Exit code 3", 3)
+    assert rec.statuses[-1] == ("Failed", "Exit code 3", 3)
+    assert rec.outputs[0][1] == "bad\n"
+
+
+def test_killed_by_signal(tmp_path):
+    result, rec = run(sh(3, "kill -9 $$"), tmp_path)
+    assert (result.status, result.minor_status, result.exit_code) == ("Failed", "Killed by signal 9", 137)
+
+
+def test_h_rt_kills_the_whole_tree(tmp_path):
+    # A background grandchild and a foreground one: both must go.
+    spec = sh(4, "echo $$ > leader.pid; sleep 30 & echo $! > bg.pid; sleep 30", limits=Limits(h_rt=1))
+    t0 = time.monotonic()
+    result, rec = run(spec, tmp_path)
+    took = time.monotonic() - t0
+    assert result.status == "Failed"
+    assert result.minor_status == "Exceeded h_rt (1 s)"
+    assert rec.statuses[-1][:2] == ("Failed", "Exceeded h_rt (1 s)")
+    assert 1.0 <= took < 5.0
+    bg = int((tmp_path / "4" / "bg.pid").read_text())
+    assert not alive(bg)
+    # Nothing of the job's session survives (its id is the leader's pid).
+    assert [p for p in session_processes(result_session(tmp_path / "4")) if p.state != "Z"] == []
+
+
+def test_h_rt_sigkill_when_sigterm_is_ignored(tmp_path):
+    spec = sh(5, "trap '' TERM; sleep 30 & echo $! > bg.pid; sleep 30", limits=Limits(h_rt=1))
+    t0 = time.monotonic()
+    result, _ = run(spec, tmp_path, grace=1.0)
+    assert time.monotonic() - t0 < 6.0
+    assert result.minor_status == "Exceeded h_rt (1 s)"
+    assert result.exit_code == 128 + signal.SIGKILL
+    assert not alive(int((tmp_path / "5" / "bg.pid").read_text()))
+
+
+def test_cpu_time_limit(tmp_path):
+    spec = JobSpec(job_id=6, executable=PY, arguments="-c 'while True: pass'", limits=Limits(cpu_time=1))
+    t0 = time.monotonic()
+    result, rec = run(spec, tmp_path)
+    assert time.monotonic() - t0 < 8.0
+    assert result.status == "Failed"
+    assert result.minor_status == "Exceeded cpu_time (1 s)"
+    assert result.cpu_seconds >= 0.9
+
+
+def test_cpu_time_counts_the_tree(tmp_path):
+    # Two busy grandchildren: each alone stays below the limit for a while,
+    # the tree's sum reaches it (the watchdog, not only RLIMIT_CPU).
+    loop = f"{PY} -c 'while True: pass'"
+    spec = sh(7, f"{loop} & {loop} & wait", limits=Limits(cpu_time=2))
+    result, _ = run(spec, tmp_path)
+    assert result.minor_status == "Exceeded cpu_time (2 s)"
+
+
+def test_tree_cpu_seconds_measures_a_busy_child(tmp_path):
+    import subprocess
+
+    child = subprocess.Popen([PY, "-c", "import time\nt=time.time()\nwhile time.time()-t<0.6: pass\ntime.sleep(5)"],
+                             start_new_session=True)
+    try:
+        time.sleep(1.0)
+        assert tree_cpu_seconds(child.pid) >= 0.4
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_s_rt_warns_with_sigusr1_and_the_job_may_finish(tmp_path):
+    script = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: (print('usr1', flush=True), sys.exit(0)))\n"
+        "time.sleep(30)\n"
+    )
+    spec = JobSpec(job_id=8, executable=PY, arguments=f"-c {__import__('shlex').quote(script)}",
+                   limits=Limits(s_rt=1, h_rt=20))
+    result, rec = run(spec, tmp_path)
+    assert (result.status, result.exit_code) == ("Done", 0)
+    assert rec.outputs[0][0] == "usr1\n"
+
+
+def test_s_rt_then_terminated_after_grace(tmp_path):
+    spec = sh(9, "trap '' USR1; sleep 30", limits=Limits(s_rt=1))
+    t0 = time.monotonic()
+    result, _ = run(spec, tmp_path, grace=1.0)
+    assert result.minor_status == "Exceeded s_rt (1 s)"
+    assert time.monotonic() - t0 < 6.0
+
+
+def test_output_truncated_to_the_tail(tmp_path):
+    spec = sh(10, "i=0; while [ $i -lt 500 ]; do echo line-$i; i=$((i+1)); done; echo END; echo short >&2")
+    result, rec = run(spec, tmp_path, output_limit=100)
+    stdout, stderr, truncated = rec.outputs[0]
+    assert truncated and result.truncated
+    assert len(stdout.encode()) == 100
+    assert stdout.endswith("line-499\nEND\n")
+    assert stderr == "short\n"
+    assert (tmp_path / "10" / "std.out").stat().st_size > 100  # the file keeps everything
+
+
+def test_each_job_gets_its_own_directory(tmp_path):
+    r1, rec1 = run(sh(11, "pwd; touch mine"), tmp_path)
+    r2, rec2 = run(sh(12, "pwd; ls"), tmp_path)
+    r3, rec3 = run(sh(11, "pwd; ls"), tmp_path)  # the same job again: a fresh directory
+    assert rec1.outputs[0][0].strip() == str(tmp_path / "11") == str(r1.workdir)
+    assert rec2.outputs[0][0].split() == [str(tmp_path / "12"), "std.err", "std.out"]
+    out3 = rec3.outputs[0][0].split()
+    assert out3[0] == str(tmp_path / "11.1") and "mine" not in out3
+
+
+def test_job_directory_numbering(tmp_path):
+    assert job_directory(tmp_path, 5).name == "5"
+    assert job_directory(tmp_path, 5).name == "5.1"
+    assert job_directory(tmp_path, 5).name == "5.2"
+
+
+def test_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("PILOT_SIDE", "inherited")
+    monkeypatch.setenv("WMS_TOKEN", "secret-pilot-token")
+    spec = sh(13, 'echo "$WMS_JOB_ID|$FOO|$PILOT_SIDE|${WMS_TOKEN-unset}|$WMS_JOB_DIR"',
+              environment={"FOO": "bar baz", "WMS_JOB_ID": "forged"})
+    _, rec = run(spec, tmp_path)
+    assert rec.outputs[0][0] == f"13|bar baz|inherited|unset|{tmp_path / '13'}\n"
+
+
+def test_arguments_split_like_a_shell(tmp_path):
+    spec = JobSpec(job_id=14, executable=PY, arguments="-c 'import sys; print(sys.argv[1:])' a 'b c' \"d\"")
+    _, rec = run(spec, tmp_path)
+    assert rec.outputs[0][0] == "['a', 'b c', 'd']\n"
+
+
+def test_heartbeats_are_sent(tmp_path):
+    result, rec = run(sh(15, "sleep 1"), tmp_path, heartbeat_interval=0.2)
+    assert result.status == "Done"
+    assert rec.heartbeats >= 2
+
+
+def test_kill_from_heartbeat(tmp_path):
+    rec = Recorder(kill_after=1)
+    spec = sh(16, "sleep 30 & echo $! > bg.pid; sleep 30")
+    t0 = time.monotonic()
+    result, rec = run(spec, tmp_path, rec, heartbeat_interval=0.3)
+    assert time.monotonic() - t0 < 5
+    assert result.status == "Killed" and not result.reported
+    assert rec.kinds == ["Running", "heartbeat"]  # nothing reported after the kill
+    assert not alive(int((tmp_path / "16" / "bg.pid").read_text()))
+
+
+def test_job_lost_on_heartbeat(tmp_path):
+    def lost(_n: int) -> None:
+        raise JobLost(409, "lease expired")
+
+    result, rec = run(sh(17, "sleep 30"), tmp_path, Recorder(on_heartbeat=lost), heartbeat_interval=0.2)
+    assert result.status == "Lost"
+    assert rec.kinds == ["Running", "heartbeat"]
+
+
+def test_job_lost_on_running_report_stops_the_job(tmp_path):
+    def lost(status: str) -> None:
+        raise JobLost(409, "not yours")
+
+    t0 = time.monotonic()
+    result, rec = run(sh(18, "sleep 30"), tmp_path, Recorder(on_status=lost))
+    assert time.monotonic() - t0 < 5
+    assert result.status == "Lost"
+    assert [c[0] for c in rec.calls] == ["status"]
+
+
+def test_network_trouble_does_not_stop_the_job(tmp_path):
+    def down(_n: int) -> None:
+        raise NetworkError("connection refused")
+
+    def output_fails() -> None:
+        raise NetworkError("connection reset")
+
+    rec = Recorder(on_heartbeat=down, on_output=output_fails)
+    result, rec = run(sh(19, "sleep 0.7; exit 0"), tmp_path, rec, heartbeat_interval=0.2)
+    assert result.status == "Done"
+    assert rec.statuses[-1] == ("Done", "Execution Complete", 0)
+
+
+def test_pilot_stop_terminates_and_reports(tmp_path):
+    stop = Stop()
+    threading.Timer(0.5, stop.stop).start()
+    t0 = time.monotonic()
+    result, rec = run(sh(20, "sleep 30"), tmp_path, stop=stop)
+    assert time.monotonic() - t0 < 4
+    assert (result.status, result.minor_status) == ("Failed", "Pilot stopped")
+    assert rec.statuses[-1][:2] == ("Failed", "Pilot stopped")
+    assert rec.kinds == ["Running", "output", "Failed"]
+
+
+def test_cannot_start(tmp_path):
+    result, rec = run(JobSpec(job_id=21, executable="/nonexistent/program"), tmp_path)
+    assert result.status == "Failed" and result.minor_status.startswith("Cannot start")
+    assert result.exit_code is None
+    assert rec.kinds == ["Failed"]
+
+
+def test_bad_arguments(tmp_path):
+    result, rec = run(JobSpec(job_id=22, executable=SH, arguments="-c 'unbalanced"), tmp_path)
+    assert result.minor_status.startswith("Bad Arguments")
+    assert rec.kinds == ["Failed"]
+
+
+def test_leftover_processes_are_cleaned_after_a_normal_end(tmp_path):
+    spec = sh(23, "sleep 30 & echo $! > bg.pid; exit 0")
+    result, _ = run(spec, tmp_path)
+    assert result.status == "Done"
+    assert not alive(int((tmp_path / "23" / "bg.pid").read_text()))
+
+
+def test_from_match():
+    spec = JobSpec.from_match({
+        "JobID": 7, "JDL": "[]", "Executable": "/bin/echo", "Arguments": "hi", "Slots": None, "Lease": 300,
+        "Limits": {"h_rt": 3600, "s_rt": None, "cpu_time": 7200.5}, "Environment": {"A": 1},
+    })
+    assert spec.job_id == 7 and spec.slots == 1 and spec.lease == 300.0
+    assert spec.limits == Limits(h_rt=3600.0, s_rt=None, cpu_time=7200.5)
+    assert spec.environment == {"A": "1"}
+    minimal = JobSpec.from_match({"JobID": "8", "Executable": "x"})
+    assert minimal.limits == Limits() and minimal.arguments == "" and minimal.slots == 1
+
+
+def test_read_tail(tmp_path):
+    f = tmp_path / "f"
+    f.write_bytes("é".encode() * 10)  # 20 bytes, cut in the middle of a character
+    text, cut = read_tail(f, 5)
+    assert cut and text.endswith("éé") and text.startswith("\ufffd")
+    assert read_tail(f, 100) == ("é" * 10, False)
+    assert read_tail(tmp_path / "missing", 10) == ("", False)
+
+
+def test_parse_proc_stat_with_odd_command_names():
+    text = "1234 (a (weird) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 10 5 20 0 1 0 100 0 0"
+    st = parse_proc_stat(text, clk_tck=100)
+    assert (st.pid, st.state, st.pgrp, st.session) == (1234, "S", 1234, 1234)
+    assert st.cpu == pytest.approx(3.15)
+    own = parse_proc_stat(Path(f"/proc/{os.getpid()}/stat").read_text())
+    assert own.pid == os.getpid() and own.session == os.getsid(0)

@@ -1,0 +1,191 @@
+"""The Matcher on SQLite, PostgreSQL and MariaDB: pilots get jobs their
+queue and node can run, consumables are debited and returned, leases
+expire, and nothing is handed out twice or overbooked."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from tests.helpers import ADMIN, PILOT, ROLAND
+from wms.core.errors import Conflict, InvalidInput
+from wms.core.match.context import PilotRequest
+from wms.db import matching as match_db
+from wms.services import jobs as jobs_service
+from wms.services import matcher
+from wms.services.submission import SubmitOptions, submit_jobs
+
+pytestmark = pytest.mark.databases
+
+LOCAL = dict(site="DIRAC.Local.ch", ce="localhost", queue="default")
+LOAD = {"num_proc": 8, "mem_total": "16G", "mem_free": "12G", "arch": "lx-amd64", "load_avg": 0.1}
+
+
+def pilot(pilot_id="p1", host="wn01", **kw) -> PilotRequest:
+    fields = {**LOCAL, "host": host, "pilot_id": pilot_id, "load": LOAD, "platform": "x86_64-el9",
+              "cpu_time_left": 200000, **kw}
+    return PilotRequest(**fields)
+
+
+def submit(runtime, now, *texts, identity=ROLAND):
+    return submit_jobs(runtime, identity, [(f"j{i}.jdl", t) for i, t in enumerate(texts)], SubmitOptions(), now)
+
+
+def status(runtime, job_id):
+    return jobs_service.job_status(runtime, ADMIN, [job_id])[0]
+
+
+def usage(runtime):
+    with runtime.engine.connect() as conn:
+        return {k: v for k, v in match_db.all_usage(conn).items() if v}
+
+
+HELLO = '[ Executable = "/bin/echo"; Arguments = "hello"; CPUTime = 300; ]'
+
+
+def test_a_pilot_gets_a_job_runs_it_and_the_slot_comes_back(runtime, now):
+    [job_id] = submit(runtime, now, HELLO)
+    result = matcher.request_job(runtime, pilot(), now)
+    assert result.job["JobID"] == job_id
+    assert result.job["Executable"] == "/bin/echo" and result.job["Arguments"] == "hello"
+    assert result.job["Lease"] == runtime.config.settings.match_lease
+    row = status(runtime, job_id)
+    assert (row["Status"], row["Queue"], row["Site"]) == ("Matched", "DIRAC.Local.ch/localhost/default",
+                                                          "DIRAC.Local.ch")
+    assert usage(runtime) == {("queue:DIRAC.Local.ch/localhost/default", "slots"): 1.0}
+    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
+    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Done", "", 0, now)
+    assert status(runtime, job_id)["Status"] == "Done"
+    assert usage(runtime) == {}
+    history = [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
+    assert history == ["Received", "Checking", "Waiting", "Matched", "Running", "Done"]
+
+
+def test_no_job_twice_and_no_waiting_job_left(runtime, now):
+    submit(runtime, now, HELLO)
+    assert matcher.request_job(runtime, pilot("p1"), now).job is not None
+    result = matcher.request_job(runtime, pilot("p2"), now)
+    assert result.job is None and result.reason == matcher.NO_WAITING
+
+
+def test_queue_slots_limit_concurrent_jobs_and_kill_returns_them(runtime, now):
+    ids = submit(runtime, now, *[HELLO] * 6)      # the local queue has slots: 4
+    got = [matcher.request_job(runtime, pilot(f"p{i}"), now).job for i in range(5)]
+    assert [j is not None for j in got] == [True] * 4 + [False]
+    result = matcher.request_job(runtime, pilot("p9"), now)
+    assert "queue slots: 1 needed, 0 of 4 free" in result.reason
+    jobs_service.kill_jobs(runtime, ADMIN, [got[0]["JobID"]], now)
+    assert matcher.request_job(runtime, pilot("p9"), now).job is not None
+    assert len({j["JobID"] for j in got if j}) == 4 and set(ids)
+
+
+def test_a_consumable_is_debited_at_every_level_that_defines_it(runtime, now):
+    lic = '[ Executable = "/bin/true"; CPUTime = 300; ResourceRequests = [ compiler_lic = 1; ]; ]'
+    submit(runtime, now, lic, lic, lic)            # the local queue has compiler_lic: 2, global 20
+    first = matcher.request_job(runtime, pilot("p1"), now)
+    second = matcher.request_job(runtime, pilot("p2"), now)
+    assert first.job and second.job
+    assert usage(runtime) == {
+        ("global", "compiler_lic"): 2.0,
+        ("queue:DIRAC.Local.ch/localhost/default", "compiler_lic"): 2.0,
+        ("queue:DIRAC.Local.ch/localhost/default", "slots"): 2.0,
+    }
+    third = matcher.request_job(runtime, pilot("p3"), now)
+    assert third.job is None and "queue compiler_lic: 1 needed, 0 of 2 free" in third.reason
+
+
+def test_host_load_values_are_checked(runtime, now):
+    submit(runtime, now, '[ Executable = "/bin/true"; CPUTime = 300; ResourceRequests = [ mem_free = "4G"; ]; ]')
+    small = pilot(load={**LOAD, "mem_free": "2G"})
+    result = matcher.request_job(runtime, small, now)
+    assert result.job is None
+    assert "mem_free=4G requested, 2G offered (host load value)" in result.reason
+    assert matcher.request_job(runtime, pilot(), now).job is not None
+
+
+def test_arch_pattern_against_the_pilot(runtime, now):
+    submit(runtime, now, '[ Executable = "/bin/true"; CPUTime = 300; ResourceRequests = [ arch = "lx*-amd64|sol*"; ]; ]')
+    assert matcher.request_job(runtime, pilot(load={**LOAD, "arch": "lx-arm64"}), now).job is None
+    assert matcher.request_job(runtime, pilot(load={**LOAD, "arch": "lx24-amd64"}), now).job is not None
+
+
+def test_pilot_platform_and_cpu_time_left(runtime, now):
+    submit(runtime, now, '[ Executable = "/bin/true"; CPUTime = 50000; Platform = "x86_64-el9"; ]')
+    result = matcher.request_job(runtime, pilot(platform="x86_64-el8"), now)
+    assert result.job is None and "pilot platform x86_64-el8" in result.reason
+    result = matcher.request_job(runtime, pilot(cpu_time_left=1000), now)
+    assert result.job is None and "CPU time" in result.reason
+    assert matcher.request_job(runtime, pilot(), now).job is not None
+
+
+def test_pools_restrict_what_a_pilot_gets(runtime, now):
+    [sw] = submit(runtime, now, '[ Executable = "/bin/true"; CPUTime = 300; Requirements = [ SoftwareTag = "AppVersion2"; ]; ]')
+    assert matcher.request_job(runtime, pilot(pools=()), now).job is None
+    assert matcher.request_job(runtime, pilot(), now).job["JobID"] == sw       # pools looked up
+
+
+def test_the_expression_is_evaluated_with_the_pilot(runtime, now):
+    submit(runtime, now, '[ Executable = "/bin/true"; CPUTime = 300; Requirements = other.FreeSlots >= 2; ]')
+    assert matcher.request_job(runtime, pilot(slots=1), now).job is None
+    assert matcher.request_job(runtime, pilot(slots=2), now).job is not None
+
+
+def test_unconfirmed_jobs_return_to_waiting_when_the_lease_expires(runtime, now):
+    [job_id] = submit(runtime, now, HELLO)
+    assert matcher.request_job(runtime, pilot(), now).job["JobID"] == job_id
+    assert matcher.expire_leases(runtime, now + timedelta(seconds=10)) == 0
+    later = now + timedelta(seconds=runtime.config.settings.match_lease + 1)
+    assert matcher.expire_leases(runtime, later) == 1
+    row = status(runtime, job_id)
+    assert row["Status"] == "Waiting" and row["MinorStatus"].startswith("Lease expired")
+    assert usage(runtime) == {}
+    # The late pilot is told the job is no longer its own.
+    with pytest.raises(Conflict, match="not held by pilot p1"):
+        matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, later)
+    assert matcher.request_job(runtime, pilot("p2"), later).job["JobID"] == job_id
+
+
+def test_heartbeat_tells_the_pilot_to_kill_a_killed_job(runtime, now):
+    [job_id] = submit(runtime, now, HELLO)
+    matcher.request_job(runtime, pilot(), now)
+    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
+    assert matcher.heartbeat(runtime, PILOT, job_id, "p1", now)["Kill"] is False
+    jobs_service.kill_jobs(runtime, ROLAND, [job_id], now)
+    assert matcher.heartbeat(runtime, PILOT, job_id, "p1", now)["Kill"] is True
+    assert usage(runtime) == {}
+
+
+def test_bad_requests_and_reports_are_refused(runtime, now):
+    with pytest.raises(InvalidInput, match="unknown queue 'X/Y/Z'"):
+        matcher.request_job(runtime, pilot(site="X", ce="Y", queue="Z"), now)
+    [job_id] = submit(runtime, now, HELLO)
+    matcher.request_job(runtime, pilot(), now)
+    with pytest.raises(InvalidInput, match="status must be Running, Done or Failed"):
+        matcher.pilot_status(runtime, PILOT, job_id, "p1", "Stalled", "", None, now)
+    with pytest.raises(Conflict):
+        matcher.pilot_status(runtime, PILOT, job_id, "intruder", "Running", "", None, now)
+
+
+def test_many_pilots_at_once_never_share_a_job_nor_overbook(runtime, now):
+    submit(runtime, now, *[HELLO] * 30)
+    got, errors = [], []
+
+    def worker(n):
+        try:
+            for k in range(3):
+                result = matcher.request_job(runtime, pilot(f"p{n}-{k}", host=f"wn{n}"), now)
+                if result.job:
+                    got.append(result.job["JobID"])
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(got) == len(set(got)) == 4          # queue slots: 4
+    assert usage(runtime) == {("queue:DIRAC.Local.ch/localhost/default", "slots"): 4.0}

@@ -1,0 +1,56 @@
+"""/api/v1/matcher and the pilot's job reports."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+
+from wms.api.deps import NowDep, RuntimeDep, require
+from wms.api.models import Heartbeat, JobOutput, JobRequest, PilotStatus
+from wms.core.identity import Identity
+from wms.core.match.context import PilotRequest
+from wms.services import jobs as jobs_service
+from wms.services import matcher
+from wms.services.access import MANAGER, OPERATOR, PILOT, USER
+
+router = APIRouter(tags=["matcher"])
+
+Pilot = Annotated[Identity, Depends(require(PILOT, OPERATOR, MANAGER))]
+Reader = Annotated[Identity, Depends(require(USER, PILOT, OPERATOR, MANAGER))]
+
+
+@router.post("/matcher/request-job")
+def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
+    """requestJob: one job for this pilot, or why there is none."""
+    request = PilotRequest(
+        site=body.site, ce=body.ce, queue=body.queue, host=body.host, pilot_id=body.pilot_id,
+        pools=tuple(body.pools) if body.pools is not None else None, slots=body.slots, load=body.load,
+        platform=body.platform, cpu_time_left=body.cpu_time_left, tags=tuple(body.tags),
+    )
+    result = matcher.request_job(runtime, request, now)
+    if result.job is None:
+        return {"match": False, "reason": result.reason}
+    return {"match": True, "job": result.job}
+
+
+@router.post("/jobs/{job_id}/pilot-status")
+def pilot_status(job_id: int, body: PilotStatus, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
+    return matcher.pilot_status(runtime, caller, job_id, body.pilot_id, body.status, body.minor_status,
+                                body.exit_code, now)
+
+
+@router.post("/jobs/{job_id}/heartbeat")
+def heartbeat(job_id: int, body: Heartbeat, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
+    return matcher.heartbeat(runtime, caller, job_id, body.pilot_id, now)
+
+
+@router.post("/jobs/{job_id}/output", status_code=204)
+def upload_output(job_id: int, body: JobOutput, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> None:
+    matcher.store_output(runtime, caller, job_id, body.pilot_id, body.stdout, body.stderr, body.truncated, now)
+
+
+@router.get("/jobs/{job_id}/output")
+def get_output(job_id: int, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
+    jobs_service.visible_jobs(runtime, caller, [job_id])
+    return matcher.job_output(runtime, job_id)

@@ -1,0 +1,113 @@
+"""What a match decision reads: the pilot's request, its queue, the three
+Grid Engine levels' values and the usage snapshot (built once per request,
+the PreFilter idea), and each candidate task queue's parsed content (built
+once per task queue and reused for every request).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from wms.core.resources import ParameterMap, QueueRef, Resources
+
+GLOBAL_SCOPE = "global"
+
+
+def host_scope(host: str) -> str:
+    return f"host:{host}"
+
+
+def queue_scope(ref: QueueRef) -> str:
+    return f"queue:{ref.name}"
+
+
+@dataclass(frozen=True)
+class PilotRequest:
+    """What a pilot says about itself when it asks for a job (specs/002, DIRAC's resource description)."""
+
+    site: str
+    ce: str
+    queue: str
+    host: str
+    pilot_id: str
+    pools: tuple[str, ...] | None = None
+    slots: int = 1
+    load: Mapping[str, Any] = field(default_factory=dict)
+    platform: str | None = None
+    cpu_time_left: float | None = None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> QueueRef:
+        return QueueRef(self.site, self.ce, self.queue)
+
+    def ad(self) -> dict[str, Any]:
+        """The pilot's description as ClassAd attributes (joined with the queue's ad)."""
+        out: dict[str, Any] = {k: v for k, v in self.load.items() if isinstance(v, (int, float, str, bool))}
+        out.update(Host=self.host, HostName=self.host, FreeSlots=self.slots, PilotId=self.pilot_id)
+        if self.platform is not None:
+            out["Platform"] = self.platform
+        if self.cpu_time_left is not None:
+            out["CPUTimeLeft"] = self.cpu_time_left
+        if self.tags:
+            out["PilotTags"] = list(self.tags)
+        return out
+
+
+@dataclass(frozen=True)
+class LevelValues:
+    """One Grid Engine level as a pilot request sees it.
+
+    ``fixed`` are configured values (capacities of consumables included),
+    ``load`` the values the pilot measured (host level only), ``scope`` the
+    usage row key when the level's consumables are accounted.
+    """
+
+    level: str
+    fixed: Mapping[str, Any]
+    load: Mapping[str, Any] = field(default_factory=dict)
+    scope: str | None = None
+
+
+@dataclass
+class MatchContext:
+    """Everything about one pilot request, computed once and read by every layer."""
+
+    request: PilotRequest
+    # The global, host and queue levels, values parsed in their types.
+    levels: tuple[LevelValues, ...]
+    # (scope, resource) -> amount in use, read once per request.
+    usage: dict[tuple[str, str], float]
+    complexes: Any
+    pilot_ad: dict[str, Any]
+    # The Resources view of a VO (queue parameters may differ per VO).
+    resources_for: Callable[[str | None], Resources]
+    _queue_params: dict[str | None, ParameterMap] = field(default_factory=dict)
+
+    def queue_params(self, vo: str | None) -> ParameterMap:
+        params = self._queue_params.get(vo)
+        if params is None:
+            params = self._queue_params[vo] = self.resources_for(vo).queue_parameter_map(self.request.ref)
+        return params
+
+    def queue_ad(self, vo: str | None) -> dict[str, Any]:
+        """The queue's parameters as a ClassAd record (what `other.` sees)."""
+        return {name: value for name, value in self.queue_params(vo).items() if not isinstance(value, dict)}
+
+
+@dataclass(frozen=True)
+class TaskQueueView:
+    """A task queue as the Matcher uses it; built once per task queue."""
+
+    tq_id: int
+    vo: str
+    owner: str
+    owner_group: str
+    priority: int
+    submit_pool: str | None
+    definition: Mapping[str, Any]
+    slots: int
+    # Parsed hard and soft requests: complex name -> value in its type.
+    hard: Mapping[str, Any]
+    soft: Mapping[str, Any]

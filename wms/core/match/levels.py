@@ -1,0 +1,285 @@
+"""Grid Engine's three levels in a pilot world (DESIGN.md; specs/000).
+
+* global: the whole system, cluster.yaml ``global.complex_values``;
+* host: the pilot's worker node: the load values the pilot measured
+  (num_proc, mem_free, arch, ...), its free slots and the CPU time it has
+  left (as ``h_rt``), overridden by cluster.yaml ``hosts`` entries for
+  that host or a host group holding it, by the rules of section 3;
+* queue: one Site/CE/Queue as a whole: its ``complex_values`` in
+  resources.yaml (``slots: 100`` = at most 100 slots in use there at
+  once, across all pilots) and ``qname``.
+
+Requests are checked level by level, strictly global -> host -> queue; the
+first level that denies ends the evaluation (``complexes.check_hierarchy``).
+Consumables are checked against capacity minus the usage read for this
+request; the claim's conditional debits are the real guard.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from wms.core import complexes as cx_rules
+from wms.core.complexes import Complex, ComplexTable, Offer
+from wms.core.errors import InvalidInput
+from wms.core.groups import groups_of
+from wms.core.match.context import (
+    GLOBAL_SCOPE,
+    LevelValues,
+    MatchContext,
+    PilotRequest,
+    TaskQueueView,
+    host_scope,
+    queue_scope,
+)
+from wms.core.match.verdict import ALLOW, Code, Verdict, never, not_now
+
+GLOBAL, HOST, QUEUE = "global", "host", "queue"
+LEVEL_ORDER = (GLOBAL, HOST, QUEUE)
+
+# Queue resource limits (queue_conf(5)): a queue that does not set one offers
+# no limit, so requesting it never fails for want of a definition.
+UNLIMITED_BY_DEFAULT = frozenset({
+    "h_rt", "s_rt", "h_cpu", "s_cpu", "h_vmem", "s_vmem", "h_fsize", "s_fsize", "h_data", "s_data",
+    "h_stack", "s_stack", "h_core", "s_core", "h_rss", "s_rss",
+})
+
+REASON_INVALID_REQUESTS = "the task queue's resource requests are invalid: {error}"
+REASON_FORCED = "{names} must be requested to run here ({level} level)"
+REASON_FULL = "{level} {resource}: {amount} needed, {free} of {capacity} free"
+REASON_TOO_BIG = "{level} {resource}: {amount} needed, only {capacity} in total"
+
+
+# ---------------------------------------------------------------- building the levels
+def parse_values(table: ComplexTable, values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Configured or measured values by canonical complex name; unknown names are refused."""
+    out: dict[str, Any] = {}
+    for key, raw in values.items():
+        cx = table.get(key)
+        if cx is None:
+            raise InvalidInput(f"unknown resource {key!r}", where=where)
+        out[cx.name] = cx_rules.parse_value(cx, raw, where=f"{where}.{key}")
+    return out
+
+
+def parse_load(table: ComplexTable, load: Mapping[str, Any]) -> dict[str, Any]:
+    """The pilot's load values; names the table does not know are ignored (pilots may report more)."""
+    out: dict[str, Any] = {}
+    for key, raw in load.items():
+        cx = table.get(key)
+        if cx is None or raw is None:
+            continue
+        out[cx.name] = cx_rules.parse_value(cx, raw, where=f"load.{key}")
+    return out
+
+
+def host_configuration(cluster: Any, host: str) -> dict[str, Any]:
+    """cluster.yaml values for a host: those of host groups holding it, then its own (more specific wins)."""
+    merged: dict[str, Any] = {}
+    hosts = cluster.hosts
+    for group in groups_of(cluster.hostgroups, host):
+        if group in hosts:
+            merged.update(hosts[group].complex_values)
+    if host in hosts:
+        merged.update(hosts[host].complex_values)
+    return merged
+
+
+def build_levels(
+    table: ComplexTable, cluster: Any, queue_complex_values: Mapping[str, Any], request: PilotRequest
+) -> tuple[LevelValues, ...]:
+    configured_host = host_configuration(cluster, request.host)
+    load = parse_load(table, request.load)
+    load["hostname"] = request.host
+    load["slots"] = request.slots
+    if request.cpu_time_left is not None:
+        load.setdefault("h_rt", float(request.cpu_time_left))
+    queue_fixed = parse_values(table, queue_complex_values, f"{request.ref.name}.complex_values")
+    queue_fixed.setdefault("qname", request.ref.name)
+    return (
+        LevelValues(GLOBAL, parse_values(table, cluster.global_.complex_values, "global.complex_values"),
+                    scope=GLOBAL_SCOPE),
+        LevelValues(HOST, parse_values(table, configured_host, f"hosts.{request.host}"), load=load,
+                    scope=host_scope(request.host) if configured_host else None),
+        LevelValues(QUEUE, queue_fixed, scope=queue_scope(request.ref)),
+    )
+
+
+def usage_keys(levels: tuple[LevelValues, ...], table: ComplexTable) -> list[tuple[str, str]]:
+    """The usage rows the request's levels account: consumables with a configured capacity."""
+    keys = []
+    for level in levels:
+        if level.scope is None:
+            continue
+        for name in level.fixed:
+            cx = table.get(name)
+            if cx is not None and cx.is_consumable:
+                keys.append((level.scope, name))
+    return keys
+
+
+# ---------------------------------------------------------------- task queues
+def task_queue_view(row: Mapping[str, Any], table: ComplexTable) -> TaskQueueView:
+    """A stored task queue, its requests parsed once (invalid ones are kept as an error)."""
+    definition = json.loads(row["definition"]) if isinstance(row["definition"], str) else dict(row["definition"])
+    try:
+        hard = cx_rules.validate_requests(table, definition.get("resource_requests") or {})
+        soft = cx_rules.validate_requests(table, definition.get("soft_resource_requests") or {},
+                                          where="SoftResourceRequests")
+        error = None
+    except InvalidInput as exc:
+        hard, soft, error = {}, {}, str(exc)
+    if error is not None:
+        definition = {**definition, "_invalid": error}
+    return TaskQueueView(
+        tq_id=row["tq_id"], vo=row["vo"], owner=row["owner"], owner_group=row["owner_group"],
+        priority=row["priority"], submit_pool=row["submit_pool"], definition=definition,
+        slots=int(definition.get("number_of_processors") or 1), hard=hard, soft=soft,
+    )
+
+
+def charged(table: ComplexTable, tq: TaskQueueView, requests: Mapping[str, Any]) -> dict[str, tuple[Complex, Any]]:
+    """What a job is checked for: its requests, plus every consumable whose default it is charged."""
+    out = {name: (table.resolve(name), value) for name, value in requests.items()}
+    for cx in table:
+        if cx.is_consumable and cx.name not in out and cx_rules.default_value(cx) > 0:
+            out[cx.name] = (cx, None)
+    return out
+
+
+# ---------------------------------------------------------------- the checks
+@dataclass(frozen=True)
+class Debit:
+    level: str
+    scope: str
+    resource: str
+    amount: float
+    capacity: float
+
+
+def _offers(cx: Complex, levels: tuple[LevelValues, ...], upto: str) -> list[Offer]:
+    out = []
+    for level in levels:
+        offer = cx_rules.effective_offer(cx, level.fixed.get(cx.name), level.load.get(cx.name), level=level.level)
+        if offer is not None:
+            out.append(offer)
+        if level.level == upto:
+            break
+    return out
+
+
+def _consumable_check(ctx: MatchContext, cx: Complex, amount: float, level: LevelValues) -> Verdict:
+    capacity = level.fixed.get(cx.name, level.load.get(cx.name))
+    if capacity is None or amount <= 0:
+        return ALLOW
+    capacity = float(capacity)
+    used = ctx.usage.get((level.scope, cx.name), 0.0) if level.scope else 0.0
+    shown = {"level": level.level, "resource": cx.name, "amount": cx_rules.format_value(cx, amount),
+             "capacity": cx_rules.format_value(cx, capacity)}
+    if amount > capacity:
+        make = never if level.level != HOST else not_now
+        return make(level.level, REASON_TOO_BIG.format(**shown), resource=cx.name, amount=amount, capacity=capacity)
+    if not cx_rules.fits(amount, capacity, used):
+        free = cx_rules.format_value(cx, max(capacity - used, 0))
+        return not_now(level.level, REASON_FULL.format(free=free, **shown), resource=cx.name, amount=amount,
+                       capacity=capacity, used=used)
+    return ALLOW
+
+
+def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdict:
+    """The hard requests of ``tq`` on one level (the levels above already passed)."""
+    if "_invalid" in tq.definition:
+        return never(level_name, REASON_INVALID_REQUESTS.format(error=tq.definition["_invalid"]))
+    table = ctx.complexes
+    level = next(lv for lv in ctx.levels if lv.level == level_name)
+    forced = cx_rules.forced_missing(table, tq.hard.keys(), [*level.fixed.keys(), *level.load.keys()])
+    if forced:
+        return never(level_name, REASON_FORCED.format(names=", ".join(forced), level=level_name))
+    for name, (cx, requested) in charged(table, tq, tq.hard).items():
+        if cx.is_consumable:
+            amount = cx_rules.consumable_amount(cx, requested, tq.slots)
+            verdict = _consumable_check(ctx, cx, amount, level)
+            if not verdict.allowed:
+                return verdict
+            continue
+        offers = _offers(cx, ctx.levels, level_name)
+        if not offers and name in UNLIMITED_BY_DEFAULT:
+            continue
+        shortfall = cx_rules.check_hierarchy(cx, requested, offers)
+        if shortfall is None:
+            continue
+        if shortfall.level == level_name or (shortfall.level is None and level_name == QUEUE):
+            code = Code.NOT_NOW if shortfall.level == HOST or shortfall.source == "load" else Code.NEVER
+            return Verdict(code, level_name, shortfall.reason(), {"resource": name})
+    return ALLOW
+
+
+class LevelLayer:
+    """One Grid Engine level as a layer of the evaluator."""
+
+    def __init__(self, level: str) -> None:
+        self.name = level
+
+    def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+        return check_level(ctx, tq, self.name)
+
+
+LEVEL_LAYERS = tuple(LevelLayer(level) for level in LEVEL_ORDER)
+
+
+def static_level_verdict(ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+    """The part of the level checks that configuration alone decides (NEVER), for the cache.
+
+    Host values come from the pilot, so only global and queue are judged
+    here, each without usage: a request that fails there fails on every
+    pilot of the queue (a lower level can only narrow, specs/000 section 3).
+    """
+    for layer in (LEVEL_LAYERS[0], LEVEL_LAYERS[2]):
+        verdict = layer.check(ctx, tq)
+        if verdict.code is Code.NEVER:
+            return verdict
+    return ALLOW
+
+
+def soft_violations(ctx: MatchContext, tq: TaskQueueView) -> int:
+    """How many soft requests this pilot's levels do not meet."""
+    count = 0
+    for name, value in tq.soft.items():
+        cx = ctx.complexes.resolve(name)
+        offers = _offers(cx, ctx.levels, QUEUE)
+        if cx.is_consumable:
+            amount = cx_rules.consumable_amount(cx, value, tq.slots)
+            if any(not _consumable_check(ctx, cx, amount, lv).allowed for lv in ctx.levels):
+                count += 1
+        elif not offers or cx_rules.check_hierarchy(cx, value, offers) is not None:
+            count += 1
+    return count
+
+
+def debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
+    """Every consumable the job takes, at every accounted level that defines it."""
+    out = []
+    for name, (cx, requested) in charged(ctx.complexes, tq, tq.hard).items():
+        if not cx.is_consumable:
+            continue
+        amount = cx_rules.consumable_amount(cx, requested, tq.slots)
+        if amount <= 0:
+            continue
+        for level in ctx.levels:
+            if level.scope is None or name not in level.fixed:
+                continue
+            out.append(Debit(level.level, level.scope, name, amount, float(level.fixed[name])))
+    return out
+
+
+def limits(tq: TaskQueueView, cpu_time: int | None) -> dict[str, float | None]:
+    """What the pilot enforces: wall-clock h_rt/s_rt from the requests, the job's CPUTime."""
+
+    def finite(value: Any) -> float | None:
+        return None if value is None or (isinstance(value, float) and math.isinf(value)) else float(value)
+
+    return {"h_rt": finite(tq.hard.get("h_rt")), "s_rt": finite(tq.hard.get("s_rt")),
+            "cpu_time": float(cpu_time) if cpu_time else None}

@@ -1,0 +1,66 @@
+"""The job's own requirements against the pilot's queue and the pilot.
+
+Static part (NEVER, cached per task queue and queue): SubmitPool
+membership, the scheduling keywords (``core.scheduling``: Site,
+BannedSite, Platform, CPUTime, Tags, NumberOfProcessors against the
+queue's parameters) and a ClassAd Requirements expression that is False
+on the queue's ad alone. Dynamic part (this pilot only): the pilot's own
+Platform, the CPU time it has left, and the expression against the
+queue's ad joined with the pilot's description (specs/004: it must be
+True; Undefined or Error mean no match).
+"""
+
+from __future__ import annotations
+
+from wms.core import classad, scheduling
+from wms.core.match.context import MatchContext, TaskQueueView
+from wms.core.match.verdict import ALLOW, Verdict, never, not_now
+
+LAYER = "requirements"
+
+REASON_POOL = "not in the job's SubmitPool"
+REASON_PILOT_PLATFORM = "pilot platform {platform} not among {wanted}"
+REASON_CPU_TIME_LEFT = "job needs {needed} s of CPU time, the pilot has {left} s left"
+REASON_EXPRESSION_STATIC = "Requirements expression is false for this queue"
+REASON_EXPRESSION = "Requirements expression is not true on this pilot"
+
+
+class StaticRequirements:
+    """What the configuration alone decides: cacheable."""
+
+    name = LAYER
+
+    def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+        definition = tq.definition
+        if tq.submit_pool is not None and ctx.request.pools is not None and tq.submit_pool not in ctx.request.pools:
+            return never(LAYER, REASON_POOL)
+        request = scheduling.SchedulingRequest.from_definition(definition)
+        reason = scheduling.rejection(request, ctx.request.ref, ctx.queue_params(tq.vo))
+        if reason is not None:
+            return never(LAYER, reason)
+        expression = definition.get("requirements_expr")
+        if expression and classad.eval_bool(expression, {}, ctx.queue_ad(tq.vo)) is False:
+            return never(LAYER, REASON_EXPRESSION_STATIC)
+        return ALLOW
+
+
+class PilotRequirements:
+    """What depends on the pilot that asks."""
+
+    name = LAYER
+
+    def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+        definition = tq.definition
+        pilot = ctx.request
+        platforms = definition.get("platforms") or []
+        if platforms and pilot.platform and pilot.platform not in platforms:
+            return not_now(LAYER, REASON_PILOT_PLATFORM.format(platform=pilot.platform, wanted=",".join(platforms)))
+        needed = int(definition.get("cpu_time") or 0)
+        if pilot.cpu_time_left is not None and needed > pilot.cpu_time_left:
+            return not_now(LAYER, REASON_CPU_TIME_LEFT.format(needed=needed, left=int(pilot.cpu_time_left)))
+        expression = definition.get("requirements_expr")
+        if expression:
+            target = {**ctx.queue_ad(tq.vo), **ctx.pilot_ad}
+            if classad.eval_bool(expression, {}, target) is not True:
+                return not_now(LAYER, REASON_EXPRESSION)
+        return ALLOW

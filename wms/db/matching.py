@@ -1,0 +1,231 @@
+"""Queries of the Matcher: candidate task queues, the claim, consumable
+debits and their return.
+
+The claim is built to be safe with many Matchers on one database:
+
+* the job row is picked with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL and
+  MariaDB, so concurrent claimers take different jobs instead of waiting
+  on each other; SQLite serialises writers (BEGIN IMMEDIATE);
+* the status change is conditional (``WHERE status = 'Waiting'``);
+* each debit is a conditional update, ``used + amount <= capacity``, so a
+  consumable can never be overbooked whatever the interleaving: a debit
+  that does not fit changes no row and the caller rolls back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, exists, insert, or_, select, tuple_, update
+
+from wms.db.engine import insert_ignoring_duplicates
+from wms.db.schema import job_debits, job_jdls, job_outputs, jobs, resource_usage, task_queues
+
+WAITING = "Waiting"
+
+
+def candidate_task_queues(conn: Connection, pools: Sequence[str] | None) -> list[tuple[int, int]]:
+    """(tq_id, priority) of task queues with waiting jobs that the pools may serve.
+
+    A task queue without a SubmitPool (a job without Requirements) may run on
+    any queue; ``pools=None`` means every task queue.
+    """
+    has_waiting = exists().where(jobs.c.task_queue_id == task_queues.c.tq_id, jobs.c.status == WAITING)
+    stmt = select(task_queues.c.tq_id, task_queues.c.priority).where(has_waiting)
+    if pools is not None:
+        stmt = stmt.where(or_(task_queues.c.submit_pool.is_(None), task_queues.c.submit_pool.in_(list(pools))))
+    return [(row[0], row[1]) for row in conn.execute(stmt).all()]
+
+
+def get_task_queues(conn: Connection, tq_ids: Iterable[int]) -> list[dict[str, Any]]:
+    ids = list(tq_ids)
+    if not ids:
+        return []
+    return [dict(r) for r in conn.execute(select(task_queues).where(task_queues.c.tq_id.in_(ids))).mappings().all()]
+
+
+def usage(conn: Connection, scopes: Sequence[str]) -> dict[tuple[str, str], float]:
+    """(scope, resource) -> amount in use, for the given scopes."""
+    stmt = select(resource_usage.c.scope, resource_usage.c.resource, resource_usage.c.used).where(
+        resource_usage.c.scope.in_(list(scopes))
+    )
+    return {(s, r): float(u) for s, r, u in conn.execute(stmt).all()}
+
+
+def all_usage(conn: Connection) -> dict[tuple[str, str], float]:
+    stmt = select(resource_usage.c.scope, resource_usage.c.resource, resource_usage.c.used)
+    return {(s, r): float(u) for s, r, u in conn.execute(stmt).all()}
+
+
+def ensure_usage_rows(conn: Connection, keys: Iterable[tuple[str, str]]) -> None:
+    """Create missing usage rows at zero (the debit updates an existing row)."""
+    rows = [{"scope": s, "resource": r, "used": 0.0} for s, r in sorted(set(keys))]
+    insert_ignoring_duplicates(conn, resource_usage, rows, ["scope", "resource"])
+
+
+def select_waiting_job(conn: Connection, tq_id: int) -> dict[str, Any] | None:
+    """The best waiting job of a task queue (highest priority, then oldest), locked."""
+    stmt = (
+        select(jobs.c.job_id, jobs.c.owner, jobs.c.vo, jobs.c.cpu_time)
+        .where(jobs.c.task_queue_id == tq_id, jobs.c.status == WAITING)
+        .order_by(jobs.c.priority.desc(), jobs.c.job_id)
+        .limit(1)
+    )
+    if conn.dialect.name != "sqlite":
+        stmt = stmt.with_for_update(skip_locked=True)
+    row = conn.execute(stmt).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def debit(conn: Connection, scope: str, resource: str, amount: float, capacity: float) -> bool:
+    """Add ``amount`` to the usage if the result stays within ``capacity``; True if it did."""
+    stmt = (
+        update(resource_usage)
+        .where(
+            resource_usage.c.scope == scope,
+            resource_usage.c.resource == resource,
+            resource_usage.c.used + amount <= capacity,
+        )
+        .values(used=resource_usage.c.used + amount)
+    )
+    return conn.execute(stmt).rowcount == 1
+
+
+def record_debits(conn: Connection, job_id: int, debits: Sequence[tuple[str, str, float]]) -> None:
+    if debits:
+        conn.execute(insert(job_debits), [{"job_id": job_id, "scope": s, "resource": r, "amount": a} for s, r, a in debits])
+
+
+def mark_matched(
+    conn: Connection,
+    job_id: int,
+    *,
+    pilot_id: str,
+    site: str,
+    queue: str,
+    host: str,
+    slots: int,
+    lease_expires: datetime,
+    minor_status: str,
+    now: datetime,
+) -> bool:
+    """Waiting -> Matched for one job, conditionally; True if it changed."""
+    stmt = (
+        update(jobs)
+        .where(jobs.c.job_id == job_id, jobs.c.status == WAITING)
+        .values(
+            status="Matched",
+            minor_status=minor_status,
+            pilot_id=pilot_id,
+            site=site,
+            queue=queue,
+            host=host,
+            slots=slots,
+            lease_expires=lease_expires,
+            matched_time=now,
+            last_update_time=now,
+        )
+    )
+    return conn.execute(stmt).rowcount == 1
+
+
+def release_debits(conn: Connection, job_ids: Sequence[int]) -> int:
+    """Give back everything these jobs hold; returns how many debits were returned."""
+    ids = list(job_ids)
+    if not ids:
+        return 0
+    rows = conn.execute(
+        select(job_debits.c.scope, job_debits.c.resource, job_debits.c.amount)
+        .where(job_debits.c.job_id.in_(ids))
+        .with_for_update()
+        if conn.dialect.name != "sqlite"
+        else select(job_debits.c.scope, job_debits.c.resource, job_debits.c.amount).where(job_debits.c.job_id.in_(ids))
+    ).all()
+    totals: dict[tuple[str, str], float] = {}
+    for scope, resource, amount in rows:
+        totals[(scope, resource)] = totals.get((scope, resource), 0.0) + float(amount)
+    # In key order, so concurrent releasers lock usage rows in the same order.
+    for (scope, resource), amount in sorted(totals.items()):
+        conn.execute(
+            update(resource_usage)
+            .where(resource_usage.c.scope == scope, resource_usage.c.resource == resource)
+            .values(used=resource_usage.c.used - amount)
+        )
+    conn.execute(delete(job_debits).where(job_debits.c.job_id.in_(ids)))
+    return len(rows)
+
+
+def job_placement(conn: Connection, job_id: int) -> dict[str, Any] | None:
+    stmt = select(
+        jobs.c.job_id, jobs.c.status, jobs.c.owner, jobs.c.pilot_id, jobs.c.queue, jobs.c.host, jobs.c.slots,
+        jobs.c.lease_expires, jobs.c.reschedule_count,
+    ).where(jobs.c.job_id == job_id)
+    row = conn.execute(stmt).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def jdl_of(conn: Connection, job_id: int) -> str:
+    return conn.execute(select(job_jdls.c.jdl).where(job_jdls.c.job_id == job_id)).scalar_one()
+
+
+def set_pilot_status(
+    conn: Connection, job_id: int, pilot_id: str, expect: Sequence[str], values: dict[str, Any]
+) -> bool:
+    """Change a job held by ``pilot_id`` whose status is in ``expect``; True if it changed."""
+    stmt = (
+        update(jobs)
+        .where(jobs.c.job_id == job_id, jobs.c.pilot_id == pilot_id, jobs.c.status.in_(list(expect)))
+        .values(**values)
+    )
+    return conn.execute(stmt).rowcount == 1
+
+
+def expired_leases(conn: Connection, now: datetime, limit: int = 1000) -> list[int]:
+    stmt = (
+        select(jobs.c.job_id)
+        .where(jobs.c.status == "Matched", jobs.c.lease_expires < now)
+        .order_by(jobs.c.job_id)
+        .limit(limit)
+    )
+    return list(conn.execute(stmt).scalars().all())
+
+
+def return_to_waiting(conn: Connection, job_ids: Sequence[int], minor_status: str, now: datetime) -> list[int]:
+    """Matched -> Waiting for jobs whose lease has run out (conditionally); the ids changed."""
+    changed = []
+    for job_id in job_ids:
+        stmt = (
+            update(jobs)
+            .where(jobs.c.job_id == job_id, jobs.c.status == "Matched", jobs.c.lease_expires < now)
+            .values(
+                status=WAITING, minor_status=minor_status, pilot_id=None, host=None, queue="",
+                lease_expires=None, matched_time=None, last_update_time=now,
+                reschedule_count=jobs.c.reschedule_count + 1,
+            )
+        )
+        if conn.execute(stmt).rowcount == 1:
+            changed.append(job_id)
+    return changed
+
+
+def store_output(conn: Connection, job_id: int, stdout: str, stderr: str, truncated: bool, now: datetime) -> None:
+    conn.execute(delete(job_outputs).where(job_outputs.c.job_id == job_id))
+    conn.execute(
+        insert(job_outputs).values(job_id=job_id, stdout=stdout, stderr=stderr, truncated=truncated, updated=now)
+    )
+
+
+def get_output(conn: Connection, job_id: int) -> dict[str, Any] | None:
+    row = conn.execute(select(job_outputs).where(job_outputs.c.job_id == job_id)).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def running_usage(conn: Connection) -> list[dict[str, Any]]:
+    """Per queue: matched and running jobs and their slots (for `wms queues`)."""
+    stmt = (
+        select(jobs.c.queue, jobs.c.status, jobs.c.slots)
+        .where(jobs.c.status.in_(["Matched", "Running"]))
+    )
+    return [dict(r) for r in conn.execute(stmt).mappings().all()]

@@ -1,0 +1,326 @@
+"""The Matcher: a pilot asks for a job, gets one or a reason.
+
+``request_job`` reads what it needs (candidate task queues, the usage of
+the pilot's three levels) in short read transactions, evaluates the
+layers in memory, then claims in ONE transaction per attempt: pick the
+best waiting job of the chosen task queue (SKIP LOCKED), debit every
+consumable conditionally, mark the job Matched with a lease, record the
+debits and the history. A debit that does not fit rolls the attempt back
+and the next task queue is tried. Nothing is handed out twice and nothing
+is overbooked, whatever the number of Matchers (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
+from wms.core.identity import Identity
+from wms.core.jdl import parse_one
+from wms.core.match import levels
+from wms.core.match.choice import claim_order
+from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
+from wms.core.match.requirements import PilotRequirements, StaticRequirements
+from wms.core.match.verdict import Code, Verdict
+from wms.core.states import JobStatus
+from wms.db import jobs as jobs_db
+from wms.db import matching as match_db
+from wms.db import pools as pools_db
+from wms.services.retry import run_in_transaction
+from wms.services.runtime import Runtime
+
+SOURCE_MATCHER = "Matcher"
+SOURCE_PILOT = "Pilot"
+SOURCE_LEASES = "LeaseReaper"
+
+NO_WAITING = "no waiting job for the pools this queue serves"
+
+STATIC = StaticRequirements()
+# Strictly in order; the first denial ends the evaluation (DESIGN.md).
+# Reservations and resource quotas take their places before the levels.
+DEFAULT_LAYERS = (*levels.LEVEL_LAYERS, PilotRequirements())
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    job: dict[str, Any] | None
+    reason: str = ""
+
+
+class _DoesNotFit(Exception):
+    """A debit found its consumable full: roll this attempt back."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+
+
+# ---------------------------------------------------------------- task queue views
+def task_queue_views(runtime: Runtime, conn: Connection, tq_ids: list[int]) -> dict[int, TaskQueueView]:
+    """Parsed task queues by id: built once per task queue (definitions never change)."""
+    cache = runtime.match_cache.setdefault("tq_views", {})
+    missing = [i for i in tq_ids if i not in cache]
+    for row in match_db.get_task_queues(conn, missing):
+        cache[row["tq_id"]] = levels.task_queue_view(row, runtime.complexes)
+    return {i: cache[i] for i in tq_ids if i in cache}
+
+
+def static_verdict(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+    """The configuration-only verdict of a task queue on the pilot's queue, cached (specs/000 "Result caching")."""
+    cache = runtime.match_cache.setdefault("static", {})
+    key = (tq.tq_id, ctx.request.ref.name)
+    verdict = cache.get(key)
+    if verdict is None:
+        verdict = STATIC.check(ctx, tq)
+        if verdict.allowed:
+            verdict = levels.static_level_verdict(ctx, tq)
+        cache[key] = verdict
+    return verdict
+
+
+def evaluate(ctx: MatchContext, tq: TaskQueueView, layers=DEFAULT_LAYERS) -> Verdict:
+    for layer in layers:
+        verdict = layer.check(ctx, tq)
+        if not verdict.allowed:
+            return verdict
+    return Verdict(Code.OK)
+
+
+# ---------------------------------------------------------------- the request
+def match_context(runtime: Runtime, request: PilotRequest, conn: Connection) -> MatchContext:
+    """The pilot's levels and their usage, read once for the whole request."""
+    table = runtime.complexes
+    queue_params = runtime.resources_for(None).queue_parameter_map(request.ref)
+    level_values = levels.build_levels(table, runtime.config.cluster, queue_params.get("complex_values") or {}, request)
+    scopes = sorted({lv.scope for lv in level_values if lv.scope is not None})
+    return MatchContext(
+        request=request,
+        levels=level_values,
+        usage=match_db.usage(conn, scopes),
+        complexes=table,
+        pilot_ad=request.ad(),
+        resources_for=runtime.resources_for,
+    )
+
+
+def validate_request(runtime: Runtime, request: PilotRequest) -> None:
+    if not runtime.resources_for(None).has_queue(request.ref):
+        raise InvalidInput(f"unknown queue {request.ref.name!r}")
+    if request.slots < 1:
+        raise InvalidInput(f"slots must be at least 1, got {request.slots}")
+    if not request.pilot_id:
+        raise InvalidInput("pilot_id must be given")
+
+
+def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random | None = None) -> MatchResult:
+    validate_request(runtime, request)
+    rng = rng or random.Random()
+    with runtime.engine.connect() as conn:
+        if request.pools is None:
+            pools = pools_db.get_pools_for_queue(conn, request.site, request.ce, request.queue)
+            request = PilotRequest(**{**request.__dict__, "pools": tuple(pools)})
+        candidates = match_db.candidate_task_queues(conn, request.pools)
+        if not candidates:
+            return MatchResult(None, NO_WAITING)
+        views = task_queue_views(runtime, conn, [tq_id for tq_id, _ in candidates])
+        ctx = match_context(runtime, request, conn)
+    priorities = dict(candidates)
+
+    eligible: list[TaskQueueView] = []
+    violations: list[int] = []
+    denials: dict[str, int] = {}
+    for tq_id, view in views.items():
+        verdict = static_verdict(runtime, ctx, view)
+        if verdict.allowed:
+            verdict = evaluate(ctx, view)
+        if verdict.allowed:
+            eligible.append(view)
+            violations.append(levels.soft_violations(ctx, view))
+        else:
+            denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
+    if not eligible:
+        return MatchResult(None, summarise(denials))
+
+    order = claim_order(eligible, [priorities[v.tq_id] for v in eligible], violations, rng)
+    for view in order:
+        try:
+            job = run_in_transaction(runtime.engine, lambda conn: _claim(runtime, conn, ctx, view, now))
+        except _DoesNotFit as exc:
+            denials[exc.verdict.reason] = denials.get(exc.verdict.reason, 0) + 1
+            continue
+        if job is not None:
+            return MatchResult(job)
+    return MatchResult(None, summarise(denials) if denials else NO_WAITING)
+
+
+def summarise(denials: dict[str, int]) -> str:
+    """The most frequent reasons, e.g. ``queue slots full (3 task queues); ...``."""
+    top = sorted(denials.items(), key=lambda item: (-item[1], item[0]))[:3]
+    return "; ".join(f"{reason} ({count} task queue{'s' if count > 1 else ''})" for reason, count in top)
+
+
+def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueView, now: datetime) -> dict | None:
+    job = match_db.select_waiting_job(conn, tq.tq_id)
+    if job is None:
+        return None
+    debits = levels.debits(ctx, tq)
+    if debits:
+        match_db.ensure_usage_rows(conn, [(d.scope, d.resource) for d in debits])
+        for d in sorted(debits, key=lambda d: (d.scope, d.resource)):
+            if not match_db.debit(conn, d.scope, d.resource, d.amount, d.capacity):
+                raise _DoesNotFit(Verdict(Code.NOT_NOW, d.level, f"{d.level} {d.resource} full"))
+    request = ctx.request
+    lease = runtime.config.settings.match_lease
+    lease_expires = now + timedelta(seconds=lease)
+    minor = f"Assigned to pilot {request.pilot_id}"
+    if not match_db.mark_matched(
+        conn, job["job_id"], pilot_id=request.pilot_id, site=request.site, queue=request.ref.name,
+        host=request.host, slots=tq.slots, lease_expires=lease_expires, minor_status=minor, now=now,
+    ):
+        return None
+    match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])
+    jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value, "minor_status": minor,
+                                "source": SOURCE_MATCHER, "time": now}])
+    jdl_text = match_db.jdl_of(conn, job["job_id"])
+    return job_payload(job["job_id"], jdl_text, tq, lease, job["cpu_time"])
+
+
+def job_payload(job_id: int, jdl_text: str, tq: TaskQueueView, lease: int, cpu_time: int) -> dict[str, Any]:
+    """What the pilot needs to run the job."""
+    description = parse_one(jdl_text, f"job {job_id}")
+    return {
+        "JobID": job_id,
+        "JDL": jdl_text,
+        "Executable": description.executable,
+        "Arguments": description.arguments or "",
+        "Slots": tq.slots,
+        "Lease": lease,
+        "Limits": levels.limits(tq, cpu_time),
+        "Environment": {"WMS_JOB_ID": str(job_id)},
+    }
+
+
+# ---------------------------------------------------------------- the pilot's reports
+PILOT_TRANSITIONS = {
+    JobStatus.RUNNING: (JobStatus.MATCHED,),
+    JobStatus.DONE: (JobStatus.RUNNING, JobStatus.MATCHED),
+    JobStatus.FAILED: (JobStatus.RUNNING, JobStatus.MATCHED),
+}
+
+
+def pilot_status(
+    runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, status: str, minor_status: str,
+    exit_code: int | None, now: datetime,
+) -> dict[str, Any]:
+    """The pilot confirms (Running) or finishes (Done/Failed) a job it holds.
+
+    Refused with Conflict when the job is no longer this pilot's (killed,
+    lease expired and given to another): the pilot must stop it.
+    """
+    try:
+        new = JobStatus(status)
+    except ValueError:
+        raise InvalidInput(f"status must be Running, Done or Failed, got {status!r}") from None
+    if new not in PILOT_TRANSITIONS:
+        raise InvalidInput(f"status must be Running, Done or Failed, got {status!r}")
+    minor = minor_status or {JobStatus.RUNNING: "Job started", JobStatus.DONE: "Execution complete"}.get(new, "")
+    values: dict[str, Any] = {"status": new.value, "minor_status": minor, "last_update_time": now}
+    if new is JobStatus.RUNNING:
+        values.update(start_time=now, heartbeat_time=now, lease_expires=None)
+    else:
+        values.update(end_time=now, exit_code=exit_code, lease_expires=None)
+
+    def change(conn: Connection) -> bool:
+        expect = [s.value for s in PILOT_TRANSITIONS[new]]
+        if not match_db.set_pilot_status(conn, job_id, pilot_id, expect, values):
+            return False
+        jobs_db.add_history(conn, [{"job_id": job_id, "status": new.value, "minor_status": minor,
+                                    "source": f"{SOURCE_PILOT} {pilot_id}", "time": now}])
+        if new is not JobStatus.RUNNING:
+            match_db.release_debits(conn, [job_id])
+        return True
+
+    _check_pilot(identity)
+    if not run_in_transaction(runtime.engine, change):
+        with runtime.engine.connect() as conn:
+            placement = match_db.job_placement(conn, job_id)
+        if placement is None:
+            raise NotFound(f"no such job: {job_id}")
+        raise Conflict(f"job {job_id} is not held by pilot {pilot_id} in a state that allows {new.value} "
+                       f"(it is {placement['status']})")
+    return {"JobID": job_id, "Status": new.value}
+
+
+def heartbeat(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, now: datetime) -> dict[str, Any]:
+    """A running job is alive; tells the pilot to kill it when it was killed meanwhile."""
+    _check_pilot(identity)
+
+    def beat(conn: Connection) -> dict[str, Any] | None:
+        placement = match_db.job_placement(conn, job_id)
+        if placement is None:
+            return None
+        if placement["pilot_id"] == pilot_id and placement["status"] in (JobStatus.RUNNING, JobStatus.MATCHED):
+            match_db.set_pilot_status(conn, job_id, pilot_id, [placement["status"]], {"heartbeat_time": now})
+            return {"JobID": job_id, "Status": placement["status"], "Kill": False}
+        return {"JobID": job_id, "Status": placement["status"], "Kill": True}
+
+    result = run_in_transaction(runtime.engine, beat)
+    if result is None:
+        raise NotFound(f"no such job: {job_id}")
+    return result
+
+
+def store_output(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, stdout: str, stderr: str,
+                 truncated: bool, now: datetime) -> None:
+    _check_pilot(identity)
+
+    def store(conn: Connection) -> bool:
+        placement = match_db.job_placement(conn, job_id)
+        if placement is None or placement["pilot_id"] != pilot_id:
+            return False
+        match_db.store_output(conn, job_id, stdout, stderr, truncated, now)
+        return True
+
+    if not run_in_transaction(runtime.engine, store):
+        raise Conflict(f"job {job_id} is not held by pilot {pilot_id}")
+
+
+def _check_pilot(identity: Identity) -> None:
+    if identity.role not in ("pilot", "operator", "manager"):
+        raise Forbidden("only pilots report job status")
+
+
+# ---------------------------------------------------------------- leases
+def expire_leases(runtime: Runtime, now: datetime) -> int:
+    """Matched jobs whose pilot never confirmed go back to Waiting, their debits returned.
+
+    Safe to run twice at once: the status change is conditional and the
+    debits are returned in the same transaction as the change.
+    """
+    with runtime.engine.connect() as conn:
+        expired = match_db.expired_leases(conn, now)
+    returned = 0
+    for job_id in expired:
+        def give_back(conn: Connection, job_id: int = job_id) -> int:
+            minor = "Lease expired: the pilot did not confirm the job"
+            changed = match_db.return_to_waiting(conn, [job_id], minor, now)
+            if changed:
+                match_db.release_debits(conn, changed)
+                jobs_db.add_history(conn, [{"job_id": job_id, "status": JobStatus.WAITING.value, "minor_status": minor,
+                                            "source": SOURCE_LEASES, "time": now}])
+            return len(changed)
+
+        returned += run_in_transaction(runtime.engine, give_back)
+    return returned
+
+
+def job_output(runtime: Runtime, job_id: int) -> dict[str, Any]:
+    with runtime.engine.connect() as conn:
+        row = match_db.get_output(conn, job_id)
+    if row is None:
+        raise NotFound(f"job {job_id} has no output yet")
+    return {"JobID": job_id, "stdout": row["stdout"], "stderr": row["stderr"], "truncated": bool(row["truncated"])}
