@@ -25,6 +25,15 @@ def runtime() -> Runtime:
     return Runtime(config=config, engine=None, chain=build_chain(list(config.settings.optimizers)))
 
 
+def test_grid_engine_requests_are_accepted_by_name_or_shortcut():
+    job = run('[ Executable = "x"; ResourceRequests = [ h_rt = "1:00:00"; mf = "2G"; cl = 1; arch = "lx*-amd64|sol*" ]; ]')
+    assert job.task_queue["definition"]["resource_requests"] == {
+        "arch": "lx*-amd64|sol*", "compiler_lic": 1, "h_rt": 3600, "mem_free": 2 * 1024**3}
+    same = run('[ Executable = "y"; ResourceRequests = [ mem_free = "2048M"; h_rt = 3600; compiler_lic = 1; '
+               'a = "lx*-amd64|sol*" ]; ]')
+    assert same.task_queue["tq_key"] == job.task_queue["tq_key"]
+
+
 def run(text: str, identity=ROLAND, env=None) -> Job:
     rt = runtime()
     env = env or rt.chain_env(NOW)
@@ -117,6 +126,10 @@ def test_owner_and_group_come_from_the_token():
          "Site and BannedSite exclude each other"),
         ('[ Executable = "x"; ParallelEnvironment = "openmp"; ]', "unknown parallel environment 'openmp'"),
         ('[ Executable = "x"; Project = "p9"; ]', "Project: unknown project 'p9'"),
+        ('[ Executable = "x"; ResourceRequests = [ flux = 1; ]; ]', "ResourceRequests.flux: unknown resource 'flux'"),
+        ('[ Executable = "x"; ResourceRequests = [ h_vmem = "lots"; ]; ]', 'attribute "h_vmem" is not a memory value'),
+        ('[ Executable = "x"; ResourceRequests = [ load_avg = 1; ]; ]', "ResourceRequests.load_avg"),
+        ('[ Executable = "x"; SoftResourceRequests = [ arch = "lx|"; ]; ]', "SoftResourceRequests.arch"),
     ],
 )
 def test_job_sanity_refusals(jdl, message):

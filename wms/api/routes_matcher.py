@@ -10,6 +10,7 @@ from wms.api.deps import NowDep, RuntimeDep, require
 from wms.api.models import Heartbeat, JobOutput, JobRequest, PilotStatus
 from wms.core.identity import Identity
 from wms.core.match.context import PilotRequest
+from wms.services import diagnosis
 from wms.services import jobs as jobs_service
 from wms.services import matcher
 from wms.services.access import MANAGER, OPERATOR, PILOT, USER
@@ -54,3 +55,21 @@ def upload_output(job_id: int, body: JobOutput, runtime: RuntimeDep, now: NowDep
 def get_output(job_id: int, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     jobs_service.visible_jobs(runtime, caller, [job_id])
     return matcher.job_output(runtime, job_id)
+
+
+@router.get("/jobs/{job_id}/why")
+def why(job_id: int, runtime: RuntimeDep, now: NowDep, caller: Reader) -> dict[str, Any]:
+    """Every queue and the first layer that keeps the job from it."""
+    return diagnosis.why(runtime, caller, job_id, now)
+
+
+@router.get("/queues")
+def queues(runtime: RuntimeDep, caller: Reader) -> list[dict[str, Any]]:
+    """Reserved/used/total slots and consumables per queue, host and global (qstat -f)."""
+    return diagnosis.queues_overview(runtime)
+
+
+@router.get("/complexes")
+def complexes(runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
+    """The complex table as `qconf -sc` prints it."""
+    return {"text": runtime.complexes.render()}

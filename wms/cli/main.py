@@ -196,6 +196,68 @@ def cmd_task_queues(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_request_job(args: argparse.Namespace) -> int:
+    """One pilot-style match request; exit 3 when nothing matches."""
+    load: dict[str, str] = {}
+    for item in args.load or []:
+        load.update(parse_requests(item))
+    body: dict[str, Any] = {
+        "site": args.site, "ce": args.ce, "queue": args.queue, "host": args.host, "slots": args.slots,
+        "pilot_id": args.pilot_id or f"cli-{args.host}", "load": load,
+    }
+    if args.pools is not None:
+        body["pools"] = [p for p in args.pools.split(",") if p]
+    for key in ("platform", "cpu_time_left"):
+        if getattr(args, key) is not None:
+            body[key] = getattr(args, key)
+    if args.tags:
+        body["tags"] = args.tags.split(",")
+    result = Client().post("/matcher/request-job", body)
+    if not result["match"]:
+        print(f"no match: {result['reason']}", file=sys.stderr)
+        return 3
+    output.as_json(result["job"])
+    return 0
+
+
+def cmd_output(args: argparse.Namespace) -> int:
+    [job_id] = job_ids([args.id])
+    result = Client().get(f"/jobs/{job_id}/output")
+    if args.json:
+        output.as_json(result)
+        return 0
+    sys.stdout.write(result["stdout"])
+    if result["stderr"]:
+        sys.stderr.write(result["stderr"])
+    if result["truncated"]:
+        print(f"(output of job {job_id} truncated to its tail)", file=sys.stderr)
+    return 0
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    [job_id] = job_ids([args.id])
+    result = Client().get(f"/jobs/{job_id}/why")
+    if args.json:
+        output.as_json(result)
+        return 0
+    print(f"job {job_id}: {result['Status']} ({result['MinorStatus']})")
+    if result["Queues"]:
+        output.table(result["Queues"], ["Queue", "Layer", "Reason"])
+    print(result["Summary"])
+    return 0
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    rows = Client().get("/queues")
+    if args.json:
+        output.as_json(rows)
+        return 0
+    for row in rows:
+        row["Consumables"] = output.cell(row["Consumables"])
+    output.table(rows, ["Kind", "Name", "resv/used/tot", "Consumables"])
+    return 0
+
+
 def show(args: argparse.Namespace, rows: list[dict[str, Any]], columns: list[str]) -> int:
     if args.json:
         output.as_json(rows)
@@ -332,6 +394,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", metavar="ID|FILE.jdl")
     p.add_argument("-v", "--verbose", action="store_true", help="also say why each other queue cannot")
     command("task-queues", cmd_task_queues, "the task queues, their jobs and priorities")
+    p = command("why", cmd_why, "every queue and the first layer that keeps a job from it")
+    p.add_argument("id", metavar="ID")
+    p = command("output", cmd_output, "the job's stdout and stderr")
+    p.add_argument("id", metavar="ID")
+    command("queues", cmd_queues, "resv/used/tot slots and consumables per queue, host and global (qstat -f)")
+    p = sub.add_parser("request-job", help="one pilot-style match request (exit 3: no match)",
+                       description="one pilot-style match request; prints the job as JSON, or exits 3")
+    p.set_defaults(func=cmd_request_job)
+    p.add_argument("--site", required=True)
+    p.add_argument("--ce", required=True)
+    p.add_argument("--queue", required=True)
+    p.add_argument("--host", required=True)
+    p.add_argument("--slots", type=int, default=1)
+    p.add_argument("--load", action="append", metavar="k=v,..", help="load values the node reports")
+    p.add_argument("--pools", help="comma-separated SubmitPools (default: looked up)")
+    p.add_argument("--platform")
+    p.add_argument("--cpu-time-left", type=float, dest="cpu_time_left")
+    p.add_argument("--tags")
+    p.add_argument("--pilot-id", dest="pilot_id")
 
     p = command("bench", cmd_bench, "benchmarks (docs/benchmarks.md)", json=False)
     bench_sub = p.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")

@@ -60,5 +60,6 @@ class Runtime:
             cluster=self.config.cluster,
             resources_for=self.resources_for,
             parameter_types=self.config.parameter_types,
+            complexes=self.complexes,
             now=now,
         )

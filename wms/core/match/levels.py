@@ -211,6 +211,8 @@ def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdic
         shortfall = cx_rules.check_hierarchy(cx, requested, offers)
         if shortfall is None:
             continue
+        if shortfall.level is None and not ctx.request.host:
+            continue  # judged without a pilot (wms why): the host may offer it
         if shortfall.level == level_name or (shortfall.level is None and level_name == QUEUE):
             code = Code.NOT_NOW if shortfall.level == HOST or shortfall.source == "load" else Code.NEVER
             return Verdict(code, level_name, shortfall.reason(), {"resource": name})

@@ -55,6 +55,9 @@ class Job:
     # Why queues were dropped, for the "no eligible queue" message.
     rejections: dict[str, int] = field(default_factory=dict)
     task_queue: dict[str, Any] | None = None
+    # Grid Engine requests by canonical complex name, values in their types.
+    hard_requests: dict[str, Any] = field(default_factory=dict)
+    soft_requests: dict[str, Any] = field(default_factory=dict)
 
     def drop(self, reason: str, count: int = 1) -> None:
         """Count ``count`` queues dropped for ``reason``."""
@@ -77,6 +80,8 @@ class ChainEnv:
     resources_for: Callable[[str], Resources]
     # How each Requirements parameter compares (number, string, list).
     parameter_types: Mapping[str, str]
+    # The complex attributes (built-in and cluster.yaml) requests may name.
+    complexes: Any
     now: datetime
     pools: dict[str, PoolInfo] = field(default_factory=dict)
     # (vo, pool id, scheduling request) -> (queues kept, drops by reason).

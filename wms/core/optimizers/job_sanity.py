@@ -3,13 +3,15 @@
 Owner and group come from the bearer token (a JDL may name its
 OwnerGroup only if it is the token's); CPUTime gets its default and is
 checked against the Operations bounds; Site/BannedSite must name known
-sites and leave something to run on; a ParallelEnvironment or Project
-must be configured in cluster.yaml.
+sites and leave something to run on; Grid Engine resource requests must
+name requestable complex attributes with values of their type; a
+ParallelEnvironment or Project must be configured in cluster.yaml.
 """
 
 from __future__ import annotations
 
-from wms.core.errors import JDLError
+from wms.core.complexes import validate_requests
+from wms.core.errors import InvalidInput, JDLError
 from wms.core.optimizers.base import ChainEnv, Job, register
 
 
@@ -47,6 +49,15 @@ class JobSanity:
         job.sites = sorted(set(desc.sites) - banned)
         if desc.sites and not job.sites:
             refuse("Site and BannedSite exclude each other: every requested site is banned")
+
+        # Grid Engine requests must name requestable attributes and read in
+        # their types (complex(5)); refused here rather than never matched.
+        try:
+            job.hard_requests = validate_requests(env.complexes, desc.resource_requests, where="ResourceRequests")
+            job.soft_requests = validate_requests(env.complexes, desc.soft_resource_requests,
+                                                  where="SoftResourceRequests")
+        except InvalidInput as exc:
+            refuse(str(exc))
 
         pe = desc.parallel_environment
         if pe is not None and pe not in env.cluster.pes:

@@ -42,8 +42,9 @@ class TaskQueue:
             "tags": list(request.tags),
             "number_of_processors": request.processors,
             "requirements_expr": desc.requirements_expr,
-            "resource_requests": dict(sorted(desc.resource_requests.items())),
-            "soft_resource_requests": dict(sorted(desc.soft_resource_requests.items())),
+            # Canonical names and typed values: "mf=2G" and "mem_free=2048M" are one request.
+            "resource_requests": dict(sorted((job.hard_requests or desc.resource_requests).items())),
+            "soft_resource_requests": dict(sorted((job.soft_requests or desc.soft_resource_requests).items())),
             "parallel_environment": desc.parallel_environment,
             "project": desc.project,
             "reservation": desc.reservation,

@@ -1,0 +1,100 @@
+"""Why a job waits (`wms why`) and what each queue holds (`wms queues`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from wms.core.complexes import format_value
+from wms.core.identity import Identity
+from wms.core.match import levels
+from wms.core.match.context import GLOBAL_SCOPE, MatchContext, PilotRequest, host_scope, queue_scope
+from wms.core.match.requirements import StaticRequirements
+from wms.core.match.verdict import Code
+from wms.core.states import JobStatus
+from wms.db import matching as match_db
+from wms.db import pools as pools_db
+from wms.services import jobs as jobs_service
+from wms.services.matcher import task_queue_views
+from wms.services.runtime import Runtime
+
+ELIGIBLE = "eligible: waiting for a pilot of this queue"
+# Layers a queue is judged by without a pilot; the host level and what the
+# pilot reports are decided when a pilot asks.
+WHY_LAYERS = (levels.LEVEL_LAYERS[0], levels.LEVEL_LAYERS[2], StaticRequirements())
+
+
+def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:
+    """Every queue of the job's VO and the first layer that keeps the job from it."""
+    [row] = jobs_service.visible_jobs(runtime, identity, [job_id])
+    out: dict[str, Any] = {"JobID": job_id, "Status": row["status"], "MinorStatus": row["minor_status"], "Queues": []}
+    if row["status"] != JobStatus.WAITING or row["task_queue_id"] is None:
+        where = f" on {row['queue']}" if row["queue"] else ""
+        out["Summary"] = f"job {job_id} is {row['status']}{where}: it does not wait"
+        return out
+    with runtime.engine.connect() as conn:
+        tq = task_queue_views(runtime, conn, [row["task_queue_id"]])[row["task_queue_id"]]
+        pool_queues = None
+        if tq.submit_pool is not None:
+            pool = pools_db.get_pool(conn, tq.submit_pool)
+            pool_queues = {"/".join(q) for q in pool["queues"]} if pool else set()
+        usage = match_db.all_usage(conn)
+    eligible = 0
+    for ref in runtime.resources_for(tq.vo).queues():
+        # No pilot yet: the host is unknown and is not judged.
+        request = PilotRequest(site=ref.site, ce=ref.ce, queue=ref.queue, host="", pilot_id="why",
+                               pools=None, slots=tq.slots)
+        params = runtime.resources_for(None).queue_parameter_map(ref)
+        ctx = MatchContext(
+            request=request,
+            levels=levels.build_levels(runtime.complexes, runtime.config.cluster,
+                                       params.get("complex_values") or {}, request),
+            usage=usage, complexes=runtime.complexes, pilot_ad={}, resources_for=runtime.resources_for,
+        )
+        entry = {"Queue": ref.name, "Layer": "", "Code": Code.OK.value, "Reason": ELIGIBLE}
+        if pool_queues is not None and ref.name not in pool_queues:
+            entry.update(Layer="requirements", Code=Code.NEVER.value, Reason="Requirements not met (not in the SubmitPool)")
+        else:
+            for layer in WHY_LAYERS:
+                verdict = layer.check(ctx, tq)
+                if not verdict.allowed:
+                    entry.update(Layer=verdict.layer or layer.name, Code=verdict.code.value, Reason=verdict.reason)
+                    break
+        eligible += entry["Code"] == Code.OK.value
+        out["Queues"].append(entry)
+    out["Summary"] = (f"{eligible} of {len(out['Queues'])} queues could run job {job_id} now; "
+                      "the host level is judged when a pilot asks" if eligible
+                      else f"no queue can run job {job_id} now")
+    return out
+
+
+def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
+    """Per queue, configured host and the global level: reserved/used/total slots and every consumable (qstat -f)."""
+    table = runtime.complexes
+    with runtime.engine.connect() as conn:
+        usage = match_db.all_usage(conn)
+    rows = []
+
+    def row(kind: str, name: str, scope: str, values: dict[str, Any]) -> dict[str, Any]:
+        consumables = {}
+        slots = "0/0/-"
+        for key, raw in sorted(values.items()):
+            cx = table.get(key)
+            if cx is None or not cx.is_consumable:
+                continue
+            capacity = levels.parse_values(table, {key: raw}, name)[cx.name]
+            used = usage.get((scope, cx.name), 0.0)
+            if cx.name == "slots":
+                slots = f"0/{int(used)}/{int(capacity)}"
+            else:
+                consumables[cx.name] = f"{format_value(cx, used)}/{format_value(cx, capacity)}"
+        return {"Kind": kind, "Name": name, "resv/used/tot": slots, "Consumables": consumables}
+
+    rows.append(row("global", "global", GLOBAL_SCOPE, dict(runtime.config.cluster.global_.complex_values)))
+    resources = runtime.resources_for(None)
+    for ref in resources.queues():
+        values = dict(resources.queue_parameter_map(ref).get("complex_values") or {})
+        rows.append(row("queue", ref.name, queue_scope(ref), values))
+    for host in sorted(h for h in runtime.config.cluster.hosts if not h.startswith("@")):
+        rows.append(row("host", host, host_scope(host), levels.host_configuration(runtime.config.cluster, host)))
+    return rows
