@@ -59,8 +59,10 @@ def run_submit(url: str, config_dir: str | None, jobs: int, batch: int) -> float
 
 
 def run_bench(args) -> int:
-    if args.bench_command != "submit":
-        raise SystemExit(2)
+    if args.bench_command == "match":
+        from wms.bench_match import run_match
+
+        return run_match(args)
     kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
     rates = []
     for run in range(1, args.runs + 1):

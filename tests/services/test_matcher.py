@@ -132,6 +132,21 @@ def test_the_expression_is_evaluated_with_the_pilot(runtime, now):
     assert matcher.request_job(runtime, pilot(slots=2), now).job is not None
 
 
+def test_jobs_without_soft_violations_on_the_pilot_come_first(runtime, now):
+    soft = '[ Executable = "/bin/true"; CPUTime = 300; SoftResourceRequests = [ arch = "sol*"; ]; ]'
+    plain = '[ Executable = "/bin/true"; CPUTime = 400; ]'
+    [violating] = submit(runtime, now, soft)
+    [fitting] = submit(runtime, now, plain)
+    for attempt in range(5):          # whatever the draw, the job without violations comes first
+        job = matcher.request_job(runtime, pilot(f"p{attempt}"), now).job
+        assert job["JobID"] == fitting
+        jobs_service.kill_jobs(runtime, ADMIN, [fitting], now)
+        [fitting] = submit(runtime, now, plain)
+    # With nothing better, the job with violations still runs.
+    jobs_service.kill_jobs(runtime, ADMIN, [fitting], now)
+    assert matcher.request_job(runtime, pilot("last"), now).job["JobID"] == violating
+
+
 def test_unconfirmed_jobs_return_to_waiting_when_the_lease_expires(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     assert matcher.request_job(runtime, pilot(), now).job["JobID"] == job_id

@@ -423,6 +423,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--runs", type=int, default=3, help="runs; the median is reported")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
+    b = bench_sub.add_parser("match", help="matches per second and latency with concurrent pilots")
+    b.add_argument("--database", default="sqlite", help="sqlite, postgresql, mariadb or a database URL")
+    b.add_argument("--jobs", type=int, default=100_000, help="waiting jobs")
+    b.add_argument("--task-queues", type=int, default=1000, dest="task_queues")
+    b.add_argument("--threads", type=int, default=4, help="concurrent pilots")
+    b.add_argument("--seconds", type=float, default=20)
+    b.add_argument("--runs", type=int, default=3, help="runs; medians are reported")
+    b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
     return parser
 
 

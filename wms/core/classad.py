@@ -101,14 +101,12 @@ class Token(NamedTuple):
     end: int  # offset after the last character
 
 
-_PUNCT_CHARS = frozenset("[]{}(),;")
-_OPERATORS = (
+_OPERATORS = (  # longest first: the first that matches is taken
     ">>>", "=?=", "=!=",
     "==", "!=", "<=", ">=", "&&", "||", "<<", ">>",
     "<", ">", "+", "-", "*", "/", "%", "!", "~", "&", "|", "^", "?", ":", ".",
 )
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NUMBER_RE = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _WORD_TAIL_RE = re.compile(r"[A-Za-z0-9_.]*")
 _VALUE_END_KINDS = frozenset({STRING, NAME, NUMBER, IDENT})
 _NEWLINE_RE = re.compile("\n")
@@ -258,7 +256,7 @@ def _to_python(value: Any) -> Any:
     if isinstance(value, classad2.ExprTree):
         return Expression(str(value).strip())
     if isinstance(value, classad2.ClassAd):
-        return {key: _to_python(item) for key, item in value.items()}
+        return {key: _to_python(value[key]) for key in value}  # faster than .items()
     if isinstance(value, list):
         return [_to_python(item) for item in value]
     if isinstance(value, _dt.datetime):

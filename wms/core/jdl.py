@@ -22,6 +22,10 @@ Reading happens in three steps:
    attribute is parsed alone to name the one at fault.
 3. Each job's attributes are checked and converted into a
    :class:`JobDescription`.
+
+A JDL made only of literals (the common case) skips step 1: a few regexes
+that accept only such text find the same attributes and positions
+(``_read_plain``); any other text, and any error, takes the way above.
 """
 
 from __future__ import annotations
@@ -638,6 +642,9 @@ _OPTIONAL_FIELDS: tuple[tuple[str, tuple[str, ...], Callable[[_Fields], Any]], .
     ("input_data", ("inputdata",), lambda f: f.input_data()),
 )
 
+# lowercase attribute name -> index of its field in _OPTIONAL_FIELDS
+_OPTIONAL_INDEX = {name: n for n, (_, names, _) in enumerate(_OPTIONAL_FIELDS) for name in names}
+
 
 def _describe(attributes: dict[str, Any], locate: Callable[[str], str], source: str) -> JobDescription:
     fields = _Fields(attributes, locate)
@@ -650,10 +657,9 @@ def _describe(attributes: dict[str, Any], locate: Callable[[str], str], source: 
     processors = fields.integer("NumberOfProcessors", minimum=1, what="a positive integer")
     priority = fields.integer("Priority", minimum=None, what="an integer")
     text = classad.render_record(attributes)
-    present = fields.keys.keys()
-    optional = {
-        field_name: read(fields) for field_name, names, read in _OPTIONAL_FIELDS if not present.isdisjoint(names)
-    }
+    # the optional fields this JDL sets, in _OPTIONAL_FIELDS order
+    wanted = sorted({_OPTIONAL_INDEX[key] for key in fields.keys if key in _OPTIONAL_INDEX})
+    optional = {_OPTIONAL_FIELDS[n][0]: _OPTIONAL_FIELDS[n][2](fields) for n in wanted}
     return JobDescription(
         attributes=attributes,
         text=text,

@@ -18,12 +18,21 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, exists, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
 from wms.db.engine import insert_ignoring_duplicates
 from wms.db.schema import job_debits, job_jdls, job_outputs, jobs, resource_usage, task_queues
 
 WAITING = "Waiting"
+
+
+_HAS_WAITING = exists().where(jobs.c.task_queue_id == task_queues.c.tq_id, jobs.c.status == WAITING)
+_WAITING_TASK_QUEUES = select(task_queues.c.tq_id, task_queues.c.priority, task_queues.c.submit_pool).where(_HAS_WAITING)
+
+
+def waiting_task_queues(conn: Connection) -> list[tuple[int, int, str | None]]:
+    """(tq_id, priority, submit_pool) of every task queue with waiting jobs (one index probe each)."""
+    return [(row[0], row[1], row[2]) for row in conn.execute(_WAITING_TASK_QUEUES).all()]
 
 
 def candidate_task_queues(conn: Connection, pools: Sequence[str] | None) -> list[tuple[int, int]]:
@@ -32,8 +41,7 @@ def candidate_task_queues(conn: Connection, pools: Sequence[str] | None) -> list
     A task queue without a SubmitPool (a job without Requirements) may run on
     any queue; ``pools=None`` means every task queue.
     """
-    has_waiting = exists().where(jobs.c.task_queue_id == task_queues.c.tq_id, jobs.c.status == WAITING)
-    stmt = select(task_queues.c.tq_id, task_queues.c.priority).where(has_waiting)
+    stmt = select(task_queues.c.tq_id, task_queues.c.priority).where(_HAS_WAITING)
     if pools is not None:
         stmt = stmt.where(or_(task_queues.c.submit_pool.is_(None), task_queues.c.submit_pool.in_(list(pools))))
     return [(row[0], row[1]) for row in conn.execute(stmt).all()]
@@ -65,32 +73,41 @@ def ensure_usage_rows(conn: Connection, keys: Iterable[tuple[str, str]]) -> None
     insert_ignoring_duplicates(conn, resource_usage, rows, ["scope", "resource"])
 
 
-def select_waiting_job(conn: Connection, tq_id: int) -> dict[str, Any] | None:
-    """The best waiting job of a task queue (highest priority, then oldest), locked."""
-    stmt = (
-        select(jobs.c.job_id, jobs.c.owner, jobs.c.vo, jobs.c.cpu_time)
-        .where(jobs.c.task_queue_id == tq_id, jobs.c.status == WAITING)
-        .order_by(jobs.c.priority.desc(), jobs.c.job_id)
-        .limit(1)
+# The claim path's statements are built once: building SQLAlchemy
+# expressions per call costs more than executing them on SQLite.
+_BEST_WAITING = (
+    select(jobs.c.job_id, jobs.c.owner, jobs.c.vo, jobs.c.cpu_time, job_jdls.c.jdl)
+    .join(job_jdls, job_jdls.c.job_id == jobs.c.job_id)
+    .where(jobs.c.task_queue_id == bindparam("tq_id"), jobs.c.status == WAITING)
+    .order_by(jobs.c.priority.desc(), jobs.c.job_id)
+    .limit(1)
+)
+_BEST_WAITING_LOCKED = _BEST_WAITING.with_for_update(of=jobs, skip_locked=True)
+_DEBIT = (
+    update(resource_usage)
+    .where(
+        resource_usage.c.scope == bindparam("b_scope"),
+        resource_usage.c.resource == bindparam("b_resource"),
+        resource_usage.c.used + bindparam("amount") <= bindparam("capacity"),
     )
-    if conn.dialect.name != "sqlite":
-        stmt = stmt.with_for_update(skip_locked=True)
-    row = conn.execute(stmt).mappings().first()
+    .values(used=resource_usage.c.used + bindparam("amount"))
+)
+
+
+def select_waiting_job(conn: Connection, tq_id: int) -> dict[str, Any] | None:
+    """The best waiting job of a task queue (highest priority, then oldest) with its JDL, locked.
+
+    SKIP LOCKED: a job another Matcher is claiming is passed over, not waited for.
+    """
+    stmt = _BEST_WAITING if conn.dialect.name == "sqlite" else _BEST_WAITING_LOCKED
+    row = conn.execute(stmt, {"tq_id": tq_id}).mappings().first()
     return dict(row) if row is not None else None
 
 
 def debit(conn: Connection, scope: str, resource: str, amount: float, capacity: float) -> bool:
     """Add ``amount`` to the usage if the result stays within ``capacity``; True if it did."""
-    stmt = (
-        update(resource_usage)
-        .where(
-            resource_usage.c.scope == scope,
-            resource_usage.c.resource == resource,
-            resource_usage.c.used + amount <= capacity,
-        )
-        .values(used=resource_usage.c.used + amount)
-    )
-    return conn.execute(stmt).rowcount == 1
+    params = {"b_scope": scope, "b_resource": resource, "amount": amount, "capacity": capacity}
+    return conn.execute(_DEBIT, params).rowcount == 1
 
 
 def record_debits(conn: Connection, job_id: int, debits: Sequence[tuple[str, str, float]]) -> None:
@@ -112,23 +129,27 @@ def mark_matched(
     now: datetime,
 ) -> bool:
     """Waiting -> Matched for one job, conditionally; True if it changed."""
-    stmt = (
-        update(jobs)
-        .where(jobs.c.job_id == job_id, jobs.c.status == WAITING)
-        .values(
-            status="Matched",
-            minor_status=minor_status,
-            pilot_id=pilot_id,
-            site=site,
-            queue=queue,
-            host=host,
-            slots=slots,
-            lease_expires=lease_expires,
-            matched_time=now,
-            last_update_time=now,
-        )
+    params = {"m_job_id": job_id, "m_minor": minor_status, "m_pilot": pilot_id, "m_site": site, "m_queue": queue,
+              "m_host": host, "m_slots": slots, "m_lease": lease_expires, "m_now": now}
+    return conn.execute(_MARK_MATCHED, params).rowcount == 1
+
+
+_MARK_MATCHED = (
+    update(jobs)
+    .where(jobs.c.job_id == bindparam("m_job_id"), jobs.c.status == WAITING)
+    .values(
+        status="Matched",
+        minor_status=bindparam("m_minor"),
+        pilot_id=bindparam("m_pilot"),
+        site=bindparam("m_site"),
+        queue=bindparam("m_queue"),
+        host=bindparam("m_host"),
+        slots=bindparam("m_slots"),
+        lease_expires=bindparam("m_lease", type_=jobs.c.lease_expires.type),
+        matched_time=bindparam("m_now", type_=jobs.c.matched_time.type),
+        last_update_time=bindparam("m_now", type_=jobs.c.last_update_time.type),
     )
-    return conn.execute(stmt).rowcount == 1
+)
 
 
 def release_debits(conn: Connection, job_ids: Sequence[int]) -> int:
@@ -164,10 +185,6 @@ def job_placement(conn: Connection, job_id: int) -> dict[str, Any] | None:
     ).where(jobs.c.job_id == job_id)
     row = conn.execute(stmt).mappings().first()
     return dict(row) if row is not None else None
-
-
-def jdl_of(conn: Connection, job_id: int) -> str:
-    return conn.execute(select(job_jdls.c.jdl).where(job_jdls.c.job_id == job_id)).scalar_one()
 
 
 def set_pilot_status(

@@ -12,6 +12,7 @@ from wms.core.match.context import GLOBAL_SCOPE, MatchContext, PilotRequest, hos
 from wms.core.match.requirements import StaticRequirements
 from wms.core.match.verdict import Code
 from wms.core.states import JobStatus
+from wms.db.engine import reading
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services import jobs as jobs_service
@@ -32,7 +33,7 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
         where = f" on {row['queue']}" if row["queue"] else ""
         out["Summary"] = f"job {job_id} is {row['status']}{where}: it does not wait"
         return out
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         tq = task_queue_views(runtime, conn, [row["task_queue_id"]])[row["task_queue_id"]]
         pool_queues = None
         if tq.submit_pool is not None:
@@ -71,7 +72,7 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
 def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
     """Per queue, configured host and the global level: reserved/used/total slots and every consumable (qstat -f)."""
     table = runtime.complexes
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         usage = match_db.all_usage(conn)
     rows = []
 

@@ -8,6 +8,7 @@ from typing import Any
 from wms.core.errors import Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.states import FINAL_STATES, KILLABLE, JobStatus
+from wms.db.engine import reading
 from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.services import access
@@ -42,7 +43,7 @@ def visible_jobs(runtime: Runtime, identity: Identity, job_ids: list[int]) -> li
     """The rows of ``job_ids``; refuses the whole request if one is unknown or not the caller's."""
     if not job_ids:
         raise InvalidInput("no job id given")
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         rows = {row["job_id"]: row for row in jobs_db.get_jobs(conn, job_ids)}
     missing = [i for i in job_ids if i not in rows]
     if missing:
@@ -67,13 +68,13 @@ def list_jobs(
         if owner is not None and owner != identity.user:
             raise Forbidden("users may list only their own jobs")
         owner = identity.user
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         return [summary(row) for row in jobs_db.list_jobs(conn, owner=owner, status=status, limit=limit)]
 
 
 def history(runtime: Runtime, identity: Identity, job_id: int) -> list[dict[str, Any]]:
     visible_jobs(runtime, identity, [job_id])
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         entries = jobs_db.get_history(conn, job_id)
     return [
         {
@@ -88,7 +89,7 @@ def history(runtime: Runtime, identity: Identity, job_id: int) -> list[dict[str,
 
 def job_jdl(runtime: Runtime, identity: Identity, job_id: int) -> dict[str, str]:
     visible_jobs(runtime, identity, [job_id])
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         original, processed = jobs_db.get_jdl(conn, job_id)
     return {"JobID": job_id, "OriginalJDL": original, "JDL": processed}
 

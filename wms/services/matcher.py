@@ -13,6 +13,7 @@ is overbooked, whatever the number of Matchers (DESIGN.md).
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,11 +24,12 @@ from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.jdl import parse_one
 from wms.core.match import levels
-from wms.core.match.choice import claim_order
+from wms.core.match.choice import weighted_order
 from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
 from wms.core.match.requirements import PilotRequirements, StaticRequirements
 from wms.core.match.verdict import Code, Verdict
 from wms.core.states import JobStatus
+from wms.db.engine import reading
 from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
@@ -67,6 +69,27 @@ def task_queue_views(runtime: Runtime, conn: Connection, tq_ids: list[int]) -> d
     for row in match_db.get_task_queues(conn, missing):
         cache[row["tq_id"]] = levels.task_queue_view(row, runtime.complexes)
     return {i: cache[i] for i in tq_ids if i in cache}
+
+
+# Seconds a process reuses its list of task queues with waiting jobs. A task
+# queue that empties meanwhile just yields no job; one that another server
+# process creates is seen at most this late (submissions in this process
+# clear the list at once).
+CANDIDATES_TTL = 1.0
+
+
+def waiting_task_queues(runtime: Runtime, conn: Connection) -> list[tuple[int, int, str | None]]:
+    cache = runtime.match_cache.setdefault("waiting", {})
+    entry = cache.get("list")
+    now = time.monotonic()
+    if entry is None or now - entry[0] > CANDIDATES_TTL:
+        entry = cache["list"] = (now, match_db.waiting_task_queues(conn))
+    return entry[1]
+
+
+def forget_waiting_task_queues(runtime: Runtime) -> None:
+    """Jobs became waiting in this process: read the list afresh next time."""
+    runtime.match_cache.pop("waiting", None)
 
 
 def static_verdict(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
@@ -119,42 +142,55 @@ def validate_request(runtime: Runtime, request: PilotRequest) -> None:
 def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random | None = None) -> MatchResult:
     validate_request(runtime, request)
     rng = rng or random.Random()
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         if request.pools is None:
             pools = pools_db.get_pools_for_queue(conn, request.site, request.ce, request.queue)
             request = PilotRequest(**{**request.__dict__, "pools": tuple(pools)})
-        candidates = match_db.candidate_task_queues(conn, request.pools)
-        if not candidates:
+        pools = set(request.pools)
+        priorities = {tq_id: priority for tq_id, priority, pool in waiting_task_queues(runtime, conn)
+                      if pool is None or pool in pools}
+        if not priorities:
             return MatchResult(None, NO_WAITING)
-        views = task_queue_views(runtime, conn, [tq_id for tq_id, _ in candidates])
+        views = task_queue_views(runtime, conn, list(priorities))
         ctx = match_context(runtime, request, conn)
-    priorities = dict(candidates)
-
-    eligible: list[TaskQueueView] = []
-    violations: list[int] = []
+    # Draw the order first and evaluate lazily: the first eligible task queue
+    # in a weighted random order is a proportional draw among the eligible
+    # ones (choice.py), so most requests evaluate a handful of task queues,
+    # not all of them. Soft requests: a task queue with violations waits
+    # until no eligible one without violations is left, then the fewest go first.
+    ids = list(views)
+    order = weighted_order(ids, [priorities[i] for i in ids], rng)
     denials: dict[str, int] = {}
-    for tq_id, view in views.items():
+    with_violations: list[tuple[int, TaskQueueView]] = []
+    for tq_id in order:
+        view = views[tq_id]
         verdict = static_verdict(runtime, ctx, view)
         if verdict.allowed:
             verdict = evaluate(ctx, view)
-        if verdict.allowed:
-            eligible.append(view)
-            violations.append(levels.soft_violations(ctx, view))
-        else:
+        if not verdict.allowed:
             denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
-    if not eligible:
-        return MatchResult(None, summarise(denials))
-
-    order = claim_order(eligible, [priorities[v.tq_id] for v in eligible], violations, rng)
-    for view in order:
-        try:
-            job = run_in_transaction(runtime.engine, lambda conn: _claim(runtime, conn, ctx, view, now))
-        except _DoesNotFit as exc:
-            denials[exc.verdict.reason] = denials.get(exc.verdict.reason, 0) + 1
             continue
+        violations = levels.soft_violations(ctx, view) if view.soft else 0
+        if violations:
+            with_violations.append((violations, view))
+            continue
+        job = _try_claim(runtime, ctx, view, now, denials)
+        if job is not None:
+            return MatchResult(job)
+    for _, view in sorted(with_violations, key=lambda pair: pair[0]):   # stable: keeps the drawn order
+        job = _try_claim(runtime, ctx, view, now, denials)
         if job is not None:
             return MatchResult(job)
     return MatchResult(None, summarise(denials) if denials else NO_WAITING)
+
+
+def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,
+               denials: dict[str, int]) -> dict[str, Any] | None:
+    try:
+        return run_in_transaction(runtime.engine, lambda conn: _claim(runtime, conn, ctx, view, now))
+    except _DoesNotFit as exc:
+        denials[exc.verdict.reason] = denials.get(exc.verdict.reason, 0) + 1
+        return None
 
 
 def summarise(denials: dict[str, int]) -> str:
@@ -168,8 +204,10 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     if job is None:
         return None
     debits = levels.debits(ctx, tq)
+    missing = [(d.scope, d.resource) for d in debits if (d.scope, d.resource) not in ctx.usage]
+    if missing:
+        match_db.ensure_usage_rows(conn, missing)
     if debits:
-        match_db.ensure_usage_rows(conn, [(d.scope, d.resource) for d in debits])
         for d in sorted(debits, key=lambda d: (d.scope, d.resource)):
             if not match_db.debit(conn, d.scope, d.resource, d.amount, d.capacity):
                 raise _DoesNotFit(Verdict(Code.NOT_NOW, d.level, f"{d.level} {d.resource} full"))
@@ -185,8 +223,7 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])
     jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value, "minor_status": minor,
                                 "source": SOURCE_MATCHER, "time": now}])
-    jdl_text = match_db.jdl_of(conn, job["job_id"])
-    return job_payload(job["job_id"], jdl_text, tq, lease, job["cpu_time"])
+    return job_payload(job["job_id"], job["jdl"], tq, lease, job["cpu_time"])
 
 
 def job_payload(job_id: int, jdl_text: str, tq: TaskQueueView, lease: int, cpu_time: int) -> dict[str, Any]:
@@ -246,7 +283,7 @@ def pilot_status(
 
     _check_pilot(identity)
     if not run_in_transaction(runtime.engine, change):
-        with runtime.engine.connect() as conn:
+        with reading(runtime.engine) as conn:
             placement = match_db.job_placement(conn, job_id)
         if placement is None:
             raise NotFound(f"no such job: {job_id}")
@@ -301,7 +338,7 @@ def expire_leases(runtime: Runtime, now: datetime) -> int:
     Safe to run twice at once: the status change is conditional and the
     debits are returned in the same transaction as the change.
     """
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         expired = match_db.expired_leases(conn, now)
     returned = 0
     for job_id in expired:
@@ -315,11 +352,13 @@ def expire_leases(runtime: Runtime, now: datetime) -> int:
             return len(changed)
 
         returned += run_in_transaction(runtime.engine, give_back)
+    if returned:
+        forget_waiting_task_queues(runtime)
     return returned
 
 
 def job_output(runtime: Runtime, job_id: int) -> dict[str, Any]:
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         row = match_db.get_output(conn, job_id)
     if row is None:
         raise NotFound(f"job {job_id} has no output yet")

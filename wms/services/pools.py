@@ -14,6 +14,7 @@ from wms.core.identity import Identity
 from wms.core.optimizers.job_scheduling import scheduling_request
 from wms.core.resources import QueueRef
 from wms.core.states import JobStatus
+from wms.db.engine import reading
 from wms.db import jobs as jobs_db
 from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
@@ -28,18 +29,18 @@ def submit_pools_for_queue(runtime: Runtime, site: str, ce: str, queue: str) -> 
     for name, value in (("site", site), ("ce", ce), ("queue", queue)):
         if not value:
             raise InvalidInput(f"{name} must be given")
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         return pools_db.get_pools_for_queue(conn, site, ce, queue)
 
 
 def list_pools(runtime: Runtime) -> list[dict[str, Any]]:
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         rows = pools_db.list_pools(conn)
     return [_pool_view(row) for row in rows]
 
 
 def get_pool(runtime: Runtime, pool_id: str) -> dict[str, Any]:
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         row = pools_db.get_pool(conn, pool_id)
     if row is None:
         raise NotFound(f"no such SubmitPool: {pool_id}")
@@ -93,7 +94,7 @@ def match_queues_for_text(runtime: Runtime, identity: Identity, source: str, tex
 def match_queues_for_job(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:
     """The queues that could run a stored job, judged on today's configuration."""
     [row] = jobs_service.visible_jobs(runtime, identity, [job_id])
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         original, _ = jobs_db.get_jdl(conn, job_id)
     owner = Identity(user=row["owner"], group=row["owner_group"], vo=row["vo"], role="user")
     return match_queues_for_text(runtime, owner, f"job {job_id}", original, now)
@@ -109,7 +110,7 @@ def refresh_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
     waiting jobs; one that can again gets back its waiting MinorStatus.
     """
     types = runtime.config.parameter_types
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         stored = pools_db.list_pools(conn)
     new_queues: dict[str, list[QueueRef]] = {}
     for row in stored:
@@ -122,7 +123,7 @@ def refresh_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
 
     run_in_transaction(runtime.engine, store)
 
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         task_queues = tq_db.list_task_queues(conn)
     changed = 0
     for tq in task_queues:

@@ -23,6 +23,7 @@ from wms.core.states import JobStatus
 from wms.db import jobs as jobs_db
 from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
+from wms.services.matcher import forget_waiting_task_queues
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
 
@@ -166,7 +167,10 @@ def submit_jobs(
             pools_db.touch_pool_used(conn, sorted(used_pools), now)
         return ids
 
-    return run_in_transaction(runtime.engine, store)
+    ids = run_in_transaction(runtime.engine, store)
+    # New task queues may have appeared: this process's Matcher looks again.
+    forget_waiting_task_queues(runtime)
+    return ids
 
 
 def _entry(job_id: int, status: JobStatus, minor: str, source: str, now: datetime) -> dict:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from wms.db.engine import reading
 from wms.db import task_queues as tq_db
 from wms.services.runtime import Runtime
 
 
 def list_task_queues(runtime: Runtime) -> list[dict[str, Any]]:
-    with runtime.engine.connect() as conn:
+    with reading(runtime.engine) as conn:
         rows = tq_db.list_task_queues(conn)
     out = []
     for row in rows:

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 
 from wms.core.errors import InvalidInput, Unauthorized
 from wms.core.identity import Identity
+from wms.db.engine import reading
 from wms.db import tokens as tokens_db
 from wms.services.access import ROLES
 from wms.services.retry import run_in_transaction
@@ -56,7 +57,7 @@ def authenticate(engine: Engine, token: str, now: datetime) -> Identity:
     """The identity behind a bearer token, or Unauthorized."""
     if not token:
         raise Unauthorized("no bearer token given")
-    with engine.connect() as conn:
+    with reading(engine) as conn:
         row = tokens_db.get_token(conn, token_hash(token), now)
     if row is None:
         raise Unauthorized("invalid or expired token")

@@ -10,8 +10,9 @@ exactly the proportional law, and the rest are the fallbacks in the right
 order if the first has no job left. Every priority is at least 1, so no
 task queue can be starved forever: each draw gives it a positive chance.
 
-Soft requests (SoftResourceRequests) come first: only the task queues with
-the fewest soft violations on this pilot are drawn before the others.
+Soft requests (SoftResourceRequests): the Matcher tries the task queues
+without soft violations on the pilot first, in the drawn order, then the
+others by increasing violations (services/matcher.py).
 """
 
 from __future__ import annotations
@@ -31,16 +32,3 @@ def weighted_order(items: Sequence[T], weights: Sequence[float], rng: random.Ran
     keyed.sort(key=lambda pair: pair[0], reverse=True)
     return [item for _, item in keyed]
 
-
-def claim_order(
-    candidates: Sequence[T], weights: Sequence[float], violations: Sequence[int], rng: random.Random
-) -> list[T]:
-    """The order in which to try candidates: fewest soft violations first, weighted random within."""
-    by_violations: dict[int, list[int]] = {}
-    for index, count in enumerate(violations):
-        by_violations.setdefault(count, []).append(index)
-    ordered: list[T] = []
-    for count in sorted(by_violations):
-        indexes = by_violations[count]
-        ordered.extend(weighted_order([candidates[i] for i in indexes], [weights[i] for i in indexes], rng))
-    return ordered

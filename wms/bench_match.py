@@ -1,0 +1,206 @@
+"""`wms bench match`: matching throughput and latency (DESIGN.md budget).
+
+Fills a scratch database with N waiting jobs in M task queues (varied
+CPUTime, platforms, sites, Grid Engine requests; some behind SubmitPools),
+then K threads play pilots with varied descriptions, as DIRAC's pilots
+send them, for a fixed time. Reports matches per second, p50/p99 latency,
+errors, and the two numbers that must be zero: jobs handed out twice and
+consumables overbooked (checked against the debits afterwards).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from wms.config import config_dir_from_env, load_config
+from wms.core.match.context import PilotRequest
+from wms.core.optimizers.task_queue import task_queue_key
+from wms.db import jobs as jobs_db
+from wms.db import pools as pools_db
+from wms.db import task_queues as tq_db
+from wms.db.engine import make_engine, reading
+from wms.db.migrate import upgrade
+from wms.db.schema import job_debits, resource_usage
+from wms.db.scratch import scratch_database
+from wms.services.matcher import request_job
+from wms.services.runtime import Runtime
+
+PLATFORMS = [[], ["x86_64-el9"], ["x86_64-el9", "x86_64-el8"], ["aarch64-el9"]]
+CPU_TIMES = [360, 1800, 3600, 21600, 43200, 86400]
+REQUESTS = [{}, {}, {"h_rt": 3600}, {"mem_free": 2 * 1024**3}, {"h_rt": 7200, "arch": "lx*-amd64"}, {"compiler_lic": 1}]
+JOB_JDL = '[ Executable = "/bin/true"; CPUTime = 300; ]'
+SLOTS = 10**9
+
+
+def bench_config(config_dir: str | None):
+    """The default grid with room for every job: queue slots and licences made plentiful."""
+    config = load_config(config_dir_from_env(config_dir))
+    resources = json.loads(json.dumps(config.resources))
+    for site in resources.values():
+        for ce in site.get("CEs", {}).values():
+            for queue in ce.get("Queues", {}).values():
+                values = dict(queue.get("complex_values") or {})
+                values["slots"] = SLOTS
+                if "compiler_lic" in values:
+                    values["compiler_lic"] = SLOTS
+                queue["complex_values"] = values
+    cluster = config.cluster.model_copy(update={"global_": config.cluster.global_.model_copy(
+        update={"complex_values": {"compiler_lic": SLOTS}})})
+    return dataclasses.replace(config, resources=resources, cluster=cluster)
+
+
+def populate(runtime: Runtime, jobs: int, task_queues: int, rng: random.Random) -> None:
+    now = datetime.now(timezone.utc)
+    queues = runtime.resources_for("lhcb").queues()
+    pools = []
+    with runtime.engine.begin() as conn:
+        for p in range(20):
+            pool_id = f"bench{p:011d}"
+            chosen = rng.sample(queues, k=rng.randint(2, len(queues)))
+            pools_db.upsert_pool(conn, pool_id, json.dumps({"vo": "lhcb", "bench": p}), "lhcb", now)
+            pools_db.replace_pool_queues(conn, pool_id, [(q.site, q.ce, q.queue) for q in chosen], now)
+            pools.append(pool_id)
+        defs = []
+        for t in range(task_queues):
+            definition = {
+                "owner": f"user{t % 50}", "owner_group": "lhcb_user" if t % 3 else "lhcb_prod", "vo": "lhcb",
+                "submit_pool": pools[t % len(pools)] if t % 2 else None,
+                "cpu_time": CPU_TIMES[t % len(CPU_TIMES)], "sites": [], "banned_sites": [],
+                "platforms": PLATFORMS[t % len(PLATFORMS)], "tags": [], "number_of_processors": 1,
+                "requirements_expr": None, "resource_requests": REQUESTS[t % len(REQUESTS)],
+                "soft_resource_requests": {}, "parallel_environment": None, "project": None, "reservation": None,
+                "bench": t,
+            }
+            defs.append({"tq_key": task_queue_key(definition), "owner": definition["owner"],
+                         "owner_group": definition["owner_group"], "vo": "lhcb",
+                         "submit_pool": definition["submit_pool"], "cpu_time": definition["cpu_time"],
+                         "definition": json.dumps(definition), "priority": 4000 if t % 3 == 0 else 1000})
+        tq_ids = list(tq_db.get_or_create_task_queues(conn, defs, now).values())
+    chunk = 20_000
+    for start in range(0, jobs, chunk):
+        rows = [{"owner": "roland", "owner_group": "lhcb_user", "vo": "lhcb", "status": "Waiting",
+                 "task_queue_id": tq_ids[i % len(tq_ids)], "priority": rng.randint(0, 3), "cpu_time": 300,
+                 "original_jdl": JOB_JDL, "jdl": JOB_JDL}
+                for i in range(start, min(start + chunk, jobs))]
+        with runtime.engine.begin() as conn:
+            jobs_db.insert_jobs(conn, rows, now)
+        print(f"\r  filling: {min(start + chunk, jobs):>9}/{jobs} jobs in {task_queues} task queues",
+              end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+
+
+def pilot_request(rng: random.Random, queues, n: int) -> PilotRequest:
+    ref = rng.choice(queues)
+    platform = "aarch64-el9" if ref.queue == "arm" else rng.choice(["x86_64-el9", "x86_64-el8"])
+    return PilotRequest(
+        site=ref.site, ce=ref.ce, queue=ref.queue, host=f"wn{rng.randint(1, 500):03d}", pilot_id=f"bench-{n}",
+        slots=rng.choice([1, 1, 4, 8]), platform=platform, cpu_time_left=rng.choice([3600, 86400, 172800]),
+        load={"num_proc": 8, "mem_total": "32G", "mem_free": rng.choice(["1G", "8G", "16G"]),
+              "arch": "lx-arm64" if ref.queue == "arm" else "lx-amd64", "load_avg": 0.5},
+    )
+
+
+def run_match_once(url: str, args) -> dict[str, Any]:
+    engine = make_engine(url, pool_size=args.threads + 2)
+    upgrade(engine)
+    runtime = Runtime.create(bench_config(None), engine)
+    rng = random.Random(args.seed)
+    populate(runtime, args.jobs, args.task_queues, rng)
+    queues = runtime.resources_for("lhcb").queues()
+    latencies: list[float] = []
+    matched: list[int] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + args.seconds
+
+    def pilot_loop(k: int) -> None:
+        local = random.Random(args.seed * 1000 + k)
+        n = 0
+        while time.monotonic() < deadline:
+            request = pilot_request(local, queues, k * 10**7 + n)
+            n += 1
+            t0 = time.perf_counter()
+            try:
+                result = request_job(runtime, request, datetime.now(timezone.utc), local)
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                with lock:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            elapsed = time.perf_counter() - t0
+            with lock:
+                latencies.append(elapsed)
+                if result.job is not None:
+                    matched.append(result.job["JobID"])
+
+    threads = [threading.Thread(target=pilot_loop, args=(k,)) for k in range(args.threads)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - started
+    with reading(engine) as conn:
+        debited = dict(conn.execute(select(job_debits.c.resource, func.sum(job_debits.c.amount))
+                                    .group_by(job_debits.c.resource)).all())
+        used = dict(conn.execute(select(resource_usage.c.resource, func.sum(resource_usage.c.used))
+                                 .group_by(resource_usage.c.resource)).all())
+    overbooked = sum(1 for r in set(debited) | set(used) if abs(float(debited.get(r, 0)) - float(used.get(r, 0))) > 1e-6)
+    engine.dispose()
+    ordered = sorted(latencies)
+    return {
+        "requests": len(latencies),
+        "matches": len(matched),
+        "matches_per_second": len(matched) / wall,
+        "p50_ms": 1000 * ordered[len(ordered) // 2] if ordered else None,
+        "p99_ms": 1000 * ordered[int(len(ordered) * 0.99)] if ordered else None,
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+        "duplicates": len(matched) - len(set(matched)),
+        "overbooked": overbooked,
+    }
+
+
+def run_match(args) -> int:
+    kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
+    runs = []
+    for run in range(1, args.runs + 1):
+        print(f"run {run}/{args.runs} on {args.database}: {args.jobs} jobs, {args.task_queues} task queues, "
+              f"{args.threads} pilots for {args.seconds} s", file=sys.stderr)
+        if kind is None:
+            runs.append(run_match_once(args.database, args))
+            continue
+        with tempfile.TemporaryDirectory() as tmp, scratch_database(kind, Path(tmp), prefix="wms_bench") as url:
+            runs.append(run_match_once(url, args))
+    summary = {
+        "benchmark": "match", "database": args.database, "jobs": args.jobs, "task_queues": args.task_queues,
+        "threads": args.threads, "seconds": args.seconds,
+        "median_matches_per_second": round(statistics.median(r["matches_per_second"] for r in runs), 1),
+        "median_p50_ms": round(statistics.median(r["p50_ms"] for r in runs), 2),
+        "median_p99_ms": round(statistics.median(r["p99_ms"] for r in runs), 2),
+        "errors": sum(r["errors"] for r in runs),
+        "duplicates": sum(r["duplicates"] for r in runs),
+        "overbooked": sum(r["overbooked"] for r in runs),
+        "runs": runs,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"match on {args.database}: median {summary['median_matches_per_second']:.0f} matches/s, "
+              f"p50 {summary['median_p50_ms']} ms, p99 {summary['median_p99_ms']} ms; "
+              f"errors {summary['errors']}, duplicates {summary['duplicates']}, overbooked {summary['overbooked']} "
+              f"({args.jobs} jobs, {args.task_queues} task queues, {args.threads} pilots, {args.runs} runs)")
+        if summary["errors"]:
+            print(f"first error: {next(r['first_error'] for r in runs if r['first_error'])}")
+    return 0 if summary["duplicates"] == 0 and summary["overbooked"] == 0 else 1
