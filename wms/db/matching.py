@@ -54,6 +54,11 @@ def get_task_queues(conn: Connection, tq_ids: Iterable[int]) -> list[dict[str, A
     return [dict(r) for r in conn.execute(select(task_queues).where(task_queues.c.tq_id.in_(ids))).mappings().all()]
 
 
+def used(conn: Connection, scope: str, resource: str) -> float:
+    stmt = select(resource_usage.c.used).where(resource_usage.c.scope == scope, resource_usage.c.resource == resource)
+    return float(conn.execute(stmt).scalar() or 0.0)
+
+
 def usage(conn: Connection, scopes: Sequence[str]) -> dict[tuple[str, str], float]:
     """(scope, resource) -> amount in use, for the given scopes."""
     stmt = select(resource_usage.c.scope, resource_usage.c.resource, resource_usage.c.used).where(
@@ -94,6 +99,88 @@ _DEBIT = (
 )
 
 
+_CLAIM_VALUES = dict(
+    status="Matched",
+    minor_status=bindparam("m_minor"),
+    pilot_id=bindparam("m_pilot"),
+    site=bindparam("m_site"),
+    queue=bindparam("m_queue"),
+    host=bindparam("m_host"),
+    slots=bindparam("m_slots"),
+    lease_expires=bindparam("m_lease", type_=jobs.c.lease_expires.type),
+    matched_time=bindparam("m_now", type_=jobs.c.matched_time.type),
+    last_update_time=bindparam("m_now", type_=jobs.c.last_update_time.type),
+)
+_MARK_MATCHED = (
+    update(jobs).where(jobs.c.job_id == bindparam("m_job_id"), jobs.c.status == WAITING).values(**_CLAIM_VALUES)
+)
+_BEST_WAITING_ID = (
+    select(jobs.c.job_id)
+    .where(jobs.c.task_queue_id == bindparam("tq_id"), jobs.c.status == WAITING)
+    .order_by(jobs.c.priority.desc(), jobs.c.job_id)
+    .limit(1)
+)
+# One statement: pick the best waiting job, mark it Matched, return it with
+# its JDL (PostgreSQL and SQLite; MariaDB has no UPDATE .. RETURNING).
+# SQLite's RETURNING may not name the FROM tables: the JDL is read after.
+_CLAIM_RETURNING_SQLITE = (
+    update(jobs)
+    .where(jobs.c.job_id == _BEST_WAITING_ID.scalar_subquery(), jobs.c.status == WAITING)
+    .values(**_CLAIM_VALUES)
+    .returning(jobs.c.job_id, jobs.c.cpu_time)
+)
+_JDL = select(job_jdls.c.jdl).where(job_jdls.c.job_id == bindparam("j_job_id"))
+_CLAIM_RETURNING_LOCKED = (
+    update(jobs)
+    .where(
+        jobs.c.job_id == job_jdls.c.job_id,
+        jobs.c.job_id == _BEST_WAITING_ID.with_for_update(skip_locked=True).scalar_subquery(),
+        jobs.c.status == WAITING,
+    )
+    .values(**_CLAIM_VALUES)
+    .returning(jobs.c.job_id, jobs.c.cpu_time, job_jdls.c.jdl)
+)
+
+
+def claim_job(
+    conn: Connection,
+    tq_id: int,
+    *,
+    pilot_id: str,
+    site: str,
+    queue: str,
+    host: str,
+    slots: int,
+    lease_expires: datetime,
+    minor_status: str,
+    now: datetime,
+) -> dict[str, Any] | None:
+    """Waiting -> Matched for the best waiting job of a task queue; the job (id, cpu_time, jdl) or None.
+
+    On PostgreSQL the job row is chosen with FOR UPDATE SKIP LOCKED, so
+    concurrent claimers take different jobs instead of queueing; SQLite
+    serialises writers; MariaDB selects with SKIP LOCKED then updates.
+    """
+    params = {"tq_id": tq_id, "m_minor": minor_status, "m_pilot": pilot_id, "m_site": site, "m_queue": queue,
+              "m_host": host, "m_slots": slots, "m_lease": lease_expires, "m_now": now}
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        row = conn.execute(_CLAIM_RETURNING_LOCKED, params).mappings().first()
+        return dict(row) if row is not None else None
+    if dialect == "sqlite":
+        row = conn.execute(_CLAIM_RETURNING_SQLITE, params).mappings().first()
+        if row is None:
+            return None
+        return {**row, "jdl": conn.execute(_JDL, {"j_job_id": row["job_id"]}).scalar_one()}
+    job = select_waiting_job(conn, tq_id)
+    if job is None:
+        return None
+    params["m_job_id"] = job["job_id"]
+    if conn.execute(_MARK_MATCHED, params).rowcount != 1:
+        return None
+    return job
+
+
 def select_waiting_job(conn: Connection, tq_id: int) -> dict[str, Any] | None:
     """The best waiting job of a task queue (highest priority, then oldest) with its JDL, locked.
 
@@ -115,41 +202,7 @@ def record_debits(conn: Connection, job_id: int, debits: Sequence[tuple[str, str
         conn.execute(insert(job_debits), [{"job_id": job_id, "scope": s, "resource": r, "amount": a} for s, r, a in debits])
 
 
-def mark_matched(
-    conn: Connection,
-    job_id: int,
-    *,
-    pilot_id: str,
-    site: str,
-    queue: str,
-    host: str,
-    slots: int,
-    lease_expires: datetime,
-    minor_status: str,
-    now: datetime,
-) -> bool:
-    """Waiting -> Matched for one job, conditionally; True if it changed."""
-    params = {"m_job_id": job_id, "m_minor": minor_status, "m_pilot": pilot_id, "m_site": site, "m_queue": queue,
-              "m_host": host, "m_slots": slots, "m_lease": lease_expires, "m_now": now}
-    return conn.execute(_MARK_MATCHED, params).rowcount == 1
 
-
-_MARK_MATCHED = (
-    update(jobs)
-    .where(jobs.c.job_id == bindparam("m_job_id"), jobs.c.status == WAITING)
-    .values(
-        status="Matched",
-        minor_status=bindparam("m_minor"),
-        pilot_id=bindparam("m_pilot"),
-        site=bindparam("m_site"),
-        queue=bindparam("m_queue"),
-        host=bindparam("m_host"),
-        slots=bindparam("m_slots"),
-        lease_expires=bindparam("m_lease", type_=jobs.c.lease_expires.type),
-        matched_time=bindparam("m_now", type_=jobs.c.matched_time.type),
-        last_update_time=bindparam("m_now", type_=jobs.c.last_update_time.type),
-    )
-)
 
 
 def release_debits(conn: Connection, job_ids: Sequence[int]) -> int:

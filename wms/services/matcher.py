@@ -12,19 +12,20 @@ is overbooked, whatever the number of Matchers (DESIGN.md).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.jdl import parse_one
 from wms.core.match import levels
-from wms.core.match.choice import weighted_order
+from wms.core.match.choice import WeightedDraw
 from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
 from wms.core.match.requirements import PilotRequirements, StaticRequirements
 from wms.core.match.verdict import Code, Verdict
@@ -78,13 +79,63 @@ def task_queue_views(runtime: Runtime, conn: Connection, tq_ids: list[int]) -> d
 CANDIDATES_TTL = 1.0
 
 
-def waiting_task_queues(runtime: Runtime, conn: Connection) -> list[tuple[int, int, str | None]]:
+class LazyReader:
+    """A read-only connection opened only if a cache misses: most requests need none."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._conn: Connection | None = None
+
+    def __enter__(self) -> "LazyReader":
+        return self
+
+    def __call__(self) -> Connection:
+        if self._conn is None:
+            self._conn = reading(self.engine)
+        return self._conn
+
+    def __exit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+
+def _fresh(runtime: Runtime) -> dict[str, Any]:
+    """The short-lived part of the cache: emptied after CANDIDATES_TTL or when jobs become waiting here."""
     cache = runtime.match_cache.setdefault("waiting", {})
-    entry = cache.get("list")
     now = time.monotonic()
-    if entry is None or now - entry[0] > CANDIDATES_TTL:
-        entry = cache["list"] = (now, match_db.waiting_task_queues(conn))
-    return entry[1]
+    if now - cache.get("since", now) > CANDIDATES_TTL:
+        cache.clear()
+    cache.setdefault("since", now)
+    return cache
+
+
+def waiting_task_queues(runtime: Runtime, reader: LazyReader) -> list[tuple[int, int, str | None]]:
+    cache = _fresh(runtime)
+    if "list" not in cache:
+        cache["list"] = match_db.waiting_task_queues(reader())
+    return cache["list"]
+
+
+def pools_for_queue(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[str, ...]:
+    """getSubmitPoolsForQueue for a pilot that did not say (the TaskQueueDirector case), cached briefly."""
+    cache = _fresh(runtime).setdefault("pools", {})
+    key = request.ref.name
+    if key not in cache:
+        cache[key] = tuple(pools_db.get_pools_for_queue(reader(), request.site, request.ce, request.queue))
+    return cache[key]
+
+
+def candidates(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView]]:
+    """The task queues with waiting jobs the pilot's pools may serve, ready to draw from (cached briefly)."""
+    cache = _fresh(runtime).setdefault("candidates", {})
+    key = (request.ref.name, request.pools)
+    if key not in cache:
+        pools = set(request.pools or ())
+        chosen = [(tq_id, priority) for tq_id, priority, pool in waiting_task_queues(runtime, reader)
+                  if pool is None or pool in pools]
+        views = task_queue_views(runtime, reader(), [tq_id for tq_id, _ in chosen])
+        cache[key] = (WeightedDraw([t for t, _ in chosen], [p for _, p in chosen]), views)
+    return cache[key]
 
 
 def forget_waiting_task_queues(runtime: Runtime) -> None:
@@ -114,16 +165,24 @@ def evaluate(ctx: MatchContext, tq: TaskQueueView, layers=DEFAULT_LAYERS) -> Ver
 
 
 # ---------------------------------------------------------------- the request
-def match_context(runtime: Runtime, request: PilotRequest, conn: Connection) -> MatchContext:
+def match_context(runtime: Runtime, request: PilotRequest) -> MatchContext:
     """The pilot's levels and their usage, read once for the whole request."""
     table = runtime.complexes
-    queue_params = runtime.resources_for(None).queue_parameter_map(request.ref)
-    level_values = levels.build_levels(table, runtime.config.cluster, queue_params.get("complex_values") or {}, request)
-    scopes = sorted({lv.scope for lv in level_values if lv.scope is not None})
+    static = runtime.match_cache.setdefault("levels", {})
+    key = request.ref.name
+    if key not in static:
+        queue_params = runtime.resources_for(None).queue_parameter_map(request.ref)
+        static[key] = (levels.global_level(table, runtime.config.cluster),
+                       levels.queue_level(table, request.ref, queue_params.get("complex_values") or {}))
+    global_values, queue_values = static[key]
+    level_values = (global_values, levels.host_level(table, runtime.config.cluster, request), queue_values)
+    # No usage is read here: the claim's conditional debits decide whether a
+    # consumable is full, which saves a round trip on every request and is
+    # exact where a snapshot would be stale.
     return MatchContext(
         request=request,
         levels=level_values,
-        usage=match_db.usage(conn, scopes),
+        usage={},
         complexes=table,
         pilot_ad=request.ad(),
         resources_for=runtime.resources_for,
@@ -142,27 +201,23 @@ def validate_request(runtime: Runtime, request: PilotRequest) -> None:
 def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random | None = None) -> MatchResult:
     validate_request(runtime, request)
     rng = rng or random.Random()
-    with reading(runtime.engine) as conn:
+    with LazyReader(runtime.engine) as reader:
         if request.pools is None:
-            pools = pools_db.get_pools_for_queue(conn, request.site, request.ce, request.queue)
-            request = PilotRequest(**{**request.__dict__, "pools": tuple(pools)})
-        pools = set(request.pools)
-        priorities = {tq_id: priority for tq_id, priority, pool in waiting_task_queues(runtime, conn)
-                      if pool is None or pool in pools}
-        if not priorities:
+            request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))
+        draw, views = candidates(runtime, reader, request)
+        if not views:
             return MatchResult(None, NO_WAITING)
-        views = task_queue_views(runtime, conn, list(priorities))
-        ctx = match_context(runtime, request, conn)
-    # Draw the order first and evaluate lazily: the first eligible task queue
-    # in a weighted random order is a proportional draw among the eligible
-    # ones (choice.py), so most requests evaluate a handful of task queues,
-    # not all of them. Soft requests: a task queue with violations waits
-    # until no eligible one without violations is left, then the fewest go first.
-    ids = list(views)
-    order = weighted_order(ids, [priorities[i] for i in ids], rng)
+        ctx = match_context(runtime, request)
+    # Draw the order lazily and evaluate as we go: the first eligible task
+    # queue in a weighted random order is a proportional draw among the
+    # eligible ones (choice.py), so most requests evaluate a handful of task
+    # queues, not all of them. Soft requests: a task queue with violations
+    # waits until no eligible one without violations is left, then the
+    # fewest go first.
     denials: dict[str, int] = {}
+    full: dict[tuple[str, str], Verdict] = {}
     with_violations: list[tuple[int, TaskQueueView]] = []
-    for tq_id in order:
+    for tq_id in draw.order(rng):
         view = views[tq_id]
         verdict = static_verdict(runtime, ctx, view)
         if verdict.allowed:
@@ -174,20 +229,25 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
         if violations:
             with_violations.append((violations, view))
             continue
-        job = _try_claim(runtime, ctx, view, now, denials)
+        job = _try_claim(runtime, ctx, view, now, denials, full)
         if job is not None:
             return MatchResult(job)
     for _, view in sorted(with_violations, key=lambda pair: pair[0]):   # stable: keeps the drawn order
-        job = _try_claim(runtime, ctx, view, now, denials)
+        job = _try_claim(runtime, ctx, view, now, denials, full)
         if job is not None:
             return MatchResult(job)
     return MatchResult(None, summarise(denials) if denials else NO_WAITING)
 
 
 def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,
-               denials: dict[str, int]) -> dict[str, Any] | None:
+               denials: dict[str, int], full: dict[tuple[str, str], Verdict]) -> dict[str, Any] | None:
+    for debit in levels.debits(ctx, view):
+        verdict = full.get((debit.scope, debit.resource))
+        if verdict is not None:
+            denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
+            return None
     try:
-        return run_in_transaction(runtime.engine, lambda conn: _claim(runtime, conn, ctx, view, now))
+        return run_in_transaction(runtime.engine, lambda conn: _claim(runtime, conn, ctx, view, now, full))
     except _DoesNotFit as exc:
         denials[exc.verdict.reason] = denials.get(exc.verdict.reason, 0) + 1
         return None
@@ -199,31 +259,43 @@ def summarise(denials: dict[str, int]) -> str:
     return "; ".join(f"{reason} ({count} task queue{'s' if count > 1 else ''})" for reason, count in top)
 
 
-def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueView, now: datetime) -> dict | None:
-    job = match_db.select_waiting_job(conn, tq.tq_id)
+def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueView, now: datetime,
+           full: dict[tuple[str, str], Verdict]) -> dict | None:
+    """One attempt, one transaction: claim the best waiting job, then debit what it takes.
+
+    A debit that does not fit raises _DoesNotFit and the whole attempt
+    rolls back, the claim included. The consumable is remembered as full
+    for the rest of this request, so task queues needing it are skipped.
+    """
+    request = ctx.request
+    lease = runtime.config.settings.match_lease
+    minor = f"Assigned to pilot {request.pilot_id}"
+    job = match_db.claim_job(
+        conn, tq.tq_id, pilot_id=request.pilot_id, site=request.site, queue=request.ref.name, host=request.host,
+        slots=tq.slots, lease_expires=now + timedelta(seconds=lease), minor_status=minor, now=now,
+    )
     if job is None:
         return None
     debits = levels.debits(ctx, tq)
-    missing = [(d.scope, d.resource) for d in debits if (d.scope, d.resource) not in ctx.usage]
-    if missing:
-        match_db.ensure_usage_rows(conn, missing)
-    if debits:
-        for d in sorted(debits, key=lambda d: (d.scope, d.resource)):
-            if not match_db.debit(conn, d.scope, d.resource, d.amount, d.capacity):
-                raise _DoesNotFit(Verdict(Code.NOT_NOW, d.level, f"{d.level} {d.resource} full"))
-    request = ctx.request
-    lease = runtime.config.settings.match_lease
-    lease_expires = now + timedelta(seconds=lease)
-    minor = f"Assigned to pilot {request.pilot_id}"
-    if not match_db.mark_matched(
-        conn, job["job_id"], pilot_id=request.pilot_id, site=request.site, queue=request.ref.name,
-        host=request.host, slots=tq.slots, lease_expires=lease_expires, minor_status=minor, now=now,
-    ):
-        return None
+    ensure_usage_rows(runtime, conn, [(d.scope, d.resource) for d in debits])
+    for d in sorted(debits, key=lambda d: (d.scope, d.resource)):
+        if not match_db.debit(conn, d.scope, d.resource, d.amount, d.capacity):
+            verdict = levels.full_verdict(ctx, d, match_db.used(conn, d.scope, d.resource))
+            full[(d.scope, d.resource)] = verdict
+            raise _DoesNotFit(verdict)
     match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])
     jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value, "minor_status": minor,
                                 "source": SOURCE_MATCHER, "time": now}])
     return job_payload(job["job_id"], job["jdl"], tq, lease, job["cpu_time"])
+
+
+def ensure_usage_rows(runtime: Runtime, conn: Connection, keys: list[tuple[str, str]]) -> None:
+    """Create the usage rows a debit needs, once per process (rows are never deleted)."""
+    known = runtime.match_cache.setdefault("usage_rows", {})
+    missing = [key for key in keys if key not in known]
+    if missing:
+        match_db.ensure_usage_rows(conn, missing)
+        known.update(dict.fromkeys(missing, True))
 
 
 def job_payload(job_id: int, jdl_text: str, tq: TaskQueueView, lease: int, cpu_time: int) -> dict[str, Any]:

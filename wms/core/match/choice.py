@@ -17,8 +17,10 @@ others by increasing violations (services/matcher.py).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import random
-from typing import Sequence, TypeVar
+from typing import Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -32,3 +34,39 @@ def weighted_order(items: Sequence[T], weights: Sequence[float], rng: random.Ran
     keyed.sort(key=lambda pair: pair[0], reverse=True)
     return [item for _, item in keyed]
 
+
+
+class WeightedDraw:
+    """Lazy weighted sampling without replacement over a fixed list.
+
+    Built once per list of candidates (cumulative weights), then each
+    request draws in O(log n) per item it actually needs: most requests
+    claim from the first or second task queue drawn, so ordering all of a
+    thousand candidates would be wasted work. Draws are exact: an item
+    already drawn is redrawn (rejection), which leaves the others in
+    proportion; once most of the weight is used up, the rest is ordered
+    with ``weighted_order``.
+    """
+
+    def __init__(self, items: Sequence[T], weights: Sequence[float]) -> None:
+        self.items = list(items)
+        self.weights = [max(float(w), 1.0) for w in weights]
+        self.cumulative = list(itertools.accumulate(self.weights))
+        self.total = self.cumulative[-1] if self.cumulative else 0.0
+
+    def order(self, rng: random.Random) -> Iterator[T]:
+        drawn: set[int] = set()
+        used = 0.0
+        while len(drawn) < len(self.items):
+            if used > self.total / 2:
+                rest = [i for i in range(len(self.items)) if i not in drawn]
+                for i in weighted_order(rest, [self.weights[i] for i in rest], rng):
+                    yield self.items[i]
+                return
+            i = bisect.bisect_right(self.cumulative, rng.random() * self.total)
+            i = min(i, len(self.items) - 1)
+            if i in drawn:
+                continue
+            drawn.add(i)
+            used += self.weights[i]
+            yield self.items[i]

@@ -111,3 +111,6 @@ class TaskQueueView:
     # Parsed hard and soft requests: complex name -> value in its type.
     hard: Mapping[str, Any]
     soft: Mapping[str, Any]
+    # What the job is checked and charged for: (complex, requested or None
+    # for a consumable's default), computed once with the view.
+    charged: tuple[tuple[Any, Any], ...] = ()

@@ -26,6 +26,7 @@ from wms.core import complexes as cx_rules
 from wms.core.complexes import Complex, ComplexTable, Offer
 from wms.core.errors import InvalidInput
 from wms.core.groups import groups_of
+from wms.core.resources import QueueRef
 from wms.core.match.context import (
     GLOBAL_SCOPE,
     LevelValues,
@@ -88,24 +89,34 @@ def host_configuration(cluster: Any, host: str) -> dict[str, Any]:
     return merged
 
 
-def build_levels(
-    table: ComplexTable, cluster: Any, queue_complex_values: Mapping[str, Any], request: PilotRequest
-) -> tuple[LevelValues, ...]:
-    configured_host = host_configuration(cluster, request.host)
+def global_level(table: ComplexTable, cluster: Any) -> LevelValues:
+    return LevelValues(GLOBAL, parse_values(table, cluster.global_.complex_values, "global.complex_values"),
+                       scope=GLOBAL_SCOPE)
+
+
+def queue_level(table: ComplexTable, ref: QueueRef, queue_complex_values: Mapping[str, Any]) -> LevelValues:
+    fixed = parse_values(table, queue_complex_values, f"{ref.name}.complex_values")
+    fixed.setdefault("qname", ref.name)
+    return LevelValues(QUEUE, fixed, scope=queue_scope(ref))
+
+
+def host_level(table: ComplexTable, cluster: Any, request: PilotRequest) -> LevelValues:
+    """The pilot's node: its measured values, and cluster.yaml's for it if any."""
+    configured = host_configuration(cluster, request.host)
     load = parse_load(table, request.load)
     load["hostname"] = request.host
     load["slots"] = request.slots
     if request.cpu_time_left is not None:
         load.setdefault("h_rt", float(request.cpu_time_left))
-    queue_fixed = parse_values(table, queue_complex_values, f"{request.ref.name}.complex_values")
-    queue_fixed.setdefault("qname", request.ref.name)
-    return (
-        LevelValues(GLOBAL, parse_values(table, cluster.global_.complex_values, "global.complex_values"),
-                    scope=GLOBAL_SCOPE),
-        LevelValues(HOST, parse_values(table, configured_host, f"hosts.{request.host}"), load=load,
-                    scope=host_scope(request.host) if configured_host else None),
-        LevelValues(QUEUE, queue_fixed, scope=queue_scope(request.ref)),
-    )
+    return LevelValues(HOST, parse_values(table, configured, f"hosts.{request.host}"), load=load,
+                       scope=host_scope(request.host) if configured else None)
+
+
+def build_levels(
+    table: ComplexTable, cluster: Any, queue_complex_values: Mapping[str, Any], request: PilotRequest
+) -> tuple[LevelValues, ...]:
+    return (global_level(table, cluster), host_level(table, cluster, request),
+            queue_level(table, request.ref, queue_complex_values))
 
 
 def usage_keys(levels: tuple[LevelValues, ...], table: ComplexTable) -> list[tuple[str, str]]:
@@ -138,16 +149,17 @@ def task_queue_view(row: Mapping[str, Any], table: ComplexTable) -> TaskQueueVie
         tq_id=row["tq_id"], vo=row["vo"], owner=row["owner"], owner_group=row["owner_group"],
         priority=row["priority"], submit_pool=row["submit_pool"], definition=definition,
         slots=int(definition.get("number_of_processors") or 1), hard=hard, soft=soft,
+        charged=charged(table, hard),
     )
 
 
-def charged(table: ComplexTable, tq: TaskQueueView, requests: Mapping[str, Any]) -> dict[str, tuple[Complex, Any]]:
+def charged(table: ComplexTable, requests: Mapping[str, Any]) -> tuple[tuple[Complex, Any], ...]:
     """What a job is checked for: its requests, plus every consumable whose default it is charged."""
     out = {name: (table.resolve(name), value) for name, value in requests.items()}
     for cx in table:
         if cx.is_consumable and cx.name not in out and cx_rules.default_value(cx) > 0:
             out[cx.name] = (cx, None)
-    return out
+    return tuple(out.values())
 
 
 # ---------------------------------------------------------------- the checks
@@ -169,6 +181,17 @@ def _offers(cx: Complex, levels: tuple[LevelValues, ...], upto: str) -> list[Off
         if level.level == upto:
             break
     return out
+
+
+def full_verdict(ctx: MatchContext, debit: Debit, used: float) -> Verdict:
+    """A debit that did not fit: which level, how much was needed and free."""
+    cx = ctx.complexes.resolve(debit.resource)
+    free = cx_rules.format_value(cx, max(debit.capacity - used, 0))
+    reason = REASON_FULL.format(level=debit.level, resource=debit.resource, free=free,
+                                amount=cx_rules.format_value(cx, debit.amount),
+                                capacity=cx_rules.format_value(cx, debit.capacity))
+    return not_now(debit.level, reason, resource=debit.resource, amount=debit.amount, capacity=debit.capacity,
+                   used=used)
 
 
 def _consumable_check(ctx: MatchContext, cx: Complex, amount: float, level: LevelValues) -> Verdict:
@@ -198,7 +221,8 @@ def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdic
     forced = cx_rules.forced_missing(table, tq.hard.keys(), [*level.fixed.keys(), *level.load.keys()])
     if forced:
         return never(level_name, REASON_FORCED.format(names=", ".join(forced), level=level_name))
-    for name, (cx, requested) in charged(table, tq, tq.hard).items():
+    for cx, requested in tq.charged:
+        name = cx.name
         if cx.is_consumable:
             amount = cx_rules.consumable_amount(cx, requested, tq.slots)
             verdict = _consumable_check(ctx, cx, amount, level)
@@ -264,7 +288,8 @@ def soft_violations(ctx: MatchContext, tq: TaskQueueView) -> int:
 def debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
     """Every consumable the job takes, at every accounted level that defines it."""
     out = []
-    for name, (cx, requested) in charged(ctx.complexes, tq, tq.hard).items():
+    for cx, requested in tq.charged:
+        name = cx.name
         if not cx.is_consumable:
             continue
         amount = cx_rules.consumable_amount(cx, requested, tq.slots)
