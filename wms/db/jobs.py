@@ -12,10 +12,10 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, Table, bindparam, func, insert, select, text, update
 
 from wms.core.errors import NotFound
-from wms.db.schema import job_jdls, jobs, status_history
+from wms.db.schema import UtcDateTime, job_jdls, jobs, status_history
 
 # Values of the optional job columns when a row does not give them.
 JOB_DEFAULTS: dict[str, Any] = {
@@ -75,15 +75,44 @@ def insert_jobs(conn: Connection, rows: list[dict[str, Any]], now: datetime) -> 
     else:
         for row, job_id in zip(job_rows, job_ids, strict=True):
             row["job_id"] = job_id
-        conn.execute(insert(jobs), job_rows)
-    conn.execute(
-        insert(job_jdls),
+        bulk_insert(conn, jobs, job_rows)
+    bulk_insert(
+        conn,
+        job_jdls,
         [
             {"job_id": job_id, "original_jdl": row["original_jdl"], "jdl": row["jdl"]}
             for job_id, row in zip(job_ids, rows, strict=True)
         ],
     )
     return job_ids
+
+
+def bulk_insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert many rows in the fastest way the database offers.
+
+    PostgreSQL: COPY, inside the caller's transaction (psycopg's executemany
+    sends one INSERT per row; COPY streams them, about 5x faster for
+    thousands of rows). Elsewhere: executemany (SQLite's is in C; PyMySQL
+    folds it into multi-row INSERTs).
+    """
+    if not rows:
+        return
+    if conn.dialect.name != "postgresql" or len(rows) < 50:
+        conn.execute(insert(table), rows)
+        return
+    columns = list(rows[0])
+    converters = [_copy_converter(table.c[name].type) for name in columns]
+    cursor = conn.connection.driver_connection.cursor()
+    with cursor.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row([convert(row[name]) for name, convert in zip(columns, converters)])
+
+
+def _copy_converter(column_type: Any):
+    """What COPY needs for a column: UTC datetimes are stored naive, as the UtcDateTime type does."""
+    if isinstance(column_type, UtcDateTime):
+        return lambda value: None if value is None else column_type.process_bind_param(value, None)
+    return lambda value: value
 
 
 def _take_job_ids(conn: Connection, n: int) -> list[int] | None:
@@ -126,8 +155,9 @@ def add_history(conn: Connection, entries: list[dict[str, Any]]) -> None:
     """Record status changes: each entry has job_id, status, minor_status, source, time."""
     if not entries:
         return
-    conn.execute(
-        insert(status_history),
+    bulk_insert(
+        conn,
+        status_history,
         [
             {
                 "job_id": e["job_id"],
