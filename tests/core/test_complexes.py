@@ -202,13 +202,13 @@ VALUE_CHECKS = [
     ("h_vmem", "infinity", math.inf),
     ("compiler_lic", "-1", 'compiler_lic: attribute "compiler_lic" is consumable but has a negative value'),
     ("h_rt", "1:00:00", 3600),
-    ("num_proc", "abc", "num_proc: attribute \"num_proc\" is not a integer value ('abc': no number found)"),
+    ("num_proc", "abc", "num_proc: attribute \"num_proc\" is not an integer value ('abc': no number found)"),
     # more, per type
     ("h_vmem", "2G", 2 * G),
     ("h_vmem", "abc", "h_vmem: attribute \"h_vmem\" is not a memory value ('abc': no number found)"),
     ("cpu", "50", 50.0),
     ("num_proc", 4, 4),
-    ("num_proc", "2.5", "num_proc: attribute \"num_proc\" is not a integer value ('2.5': it has a fractional part)"),
+    ("num_proc", "2.5", "num_proc: attribute \"num_proc\" is not an integer value ('2.5': it has a fractional part)"),
     ("display_win_gui", "TRUE", True),
     ("display_win_gui", "0", False),
     ("display_win_gui", "maybe", "display_win_gui: attribute \"display_win_gui\" is not a boolean value "

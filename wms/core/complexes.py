@@ -209,11 +209,11 @@ def msg_unknown_resource(name: str) -> str:
 
 # Words Grid Engine uses for "attribute X is not a ..." (sge_parse_num_par.c).
 _VALUE_WORDS = {
-    ValueType.INT: "integer value",
-    ValueType.DOUBLE: "double value",
-    ValueType.MEMORY: "memory value",
-    ValueType.TIME: "time value",
-    ValueType.BOOL: "boolean value",
+    ValueType.INT: "an integer value",
+    ValueType.DOUBLE: "a double value",
+    ValueType.MEMORY: "a memory value",
+    ValueType.TIME: "a time value",
+    ValueType.BOOL: "a boolean value",
 }
 
 
@@ -684,7 +684,7 @@ def parse_value(cx: Complex, raw: Any, *, where: str | None = None) -> int | flo
         value = _parse_typed(cx.type, raw)
     except ValueRefused as error:
         raise InvalidInput(
-            f'attribute "{cx.name}" is not a {_VALUE_WORDS[cx.type]} ({error.text!r}: {error.problem})',
+            f'attribute "{cx.name}" is not {_VALUE_WORDS[cx.type]} ({error.text!r}: {error.problem})',
             where=where,
         ) from None
     if cx.is_consumable and not isinstance(value, bool):

@@ -14,7 +14,8 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from wms.config import Config
-from wms.core.complexes import ComplexTable
+from wms.core.complexes import ComplexTable, parse_value
+from wms.core.errors import InvalidInput
 from wms.core.optimizers import ChainEnv, Executor, build_chain
 from wms.core.resources import Resources
 from wms.db.engine import make_engine
@@ -34,8 +35,12 @@ class Runtime:
 
     @classmethod
     def create(cls, config: Config, engine: Engine | None = None) -> "Runtime":
-        engine = engine if engine is not None else make_engine(config.settings.database_url)
-        return cls(config=config, engine=engine, chain=build_chain(list(config.settings.optimizers)))
+        """A runtime for ``config``; refuses a configuration whose Grid Engine values do not read."""
+        chain = build_chain(list(config.settings.optimizers))
+        runtime = cls(config=config, engine=None, chain=chain)
+        check_complex_values(config, runtime.complexes)
+        runtime.engine = engine if engine is not None else make_engine(config.settings.database_url)
+        return runtime
 
     def resources_for(self, vo: str | None) -> Resources:
         """The Resources view of one VO (VO-specific parameters applied), cached."""
@@ -48,9 +53,11 @@ class Runtime:
     def complexes(self) -> ComplexTable:
         """The complex table: the built-in attributes plus cluster.yaml's."""
         if self._complexes is None:
-            self._complexes = ComplexTable.with_user_complexes(
-                [c.model_dump() if hasattr(c, "model_dump") else dict(c) for c in self.config.cluster.complexes]
-            )
+            entries = [c.model_dump() if hasattr(c, "model_dump") else dict(c) for c in self.config.cluster.complexes]
+            try:
+                self._complexes = ComplexTable.with_user_complexes(entries)
+            except InvalidInput as exc:
+                raise self.config.error("cluster.yaml", ("complexes",), str(exc)) from None
         return self._complexes
 
     def chain_env(self, now: datetime) -> ChainEnv:
@@ -63,3 +70,37 @@ class Runtime:
             complexes=self.complexes,
             now=now,
         )
+
+
+def check_complex_values(config: Config, table: ComplexTable) -> None:
+    """Every complex_values entry names a known attribute and reads in its type.
+
+    Checked at start-up so that a typo in cluster.yaml or resources.yaml
+    stops the service with file and line, not a pilot's request later.
+    """
+    places: list[tuple[str, tuple, dict]] = [
+        ("cluster.yaml", ("global", "complex_values"), dict(config.cluster.global_.complex_values)),
+    ]
+    for host, entry in config.cluster.hosts.items():
+        places.append(("cluster.yaml", ("hosts", host, "complex_values"), dict(entry.complex_values)))
+
+    def walk(node: Any, path: tuple) -> None:
+        if not isinstance(node, dict):
+            return
+        for key, value in node.items():
+            if key == "complex_values" and isinstance(value, dict):
+                places.append(("resources.yaml", ("Sites", *path, key), value))
+            elif isinstance(value, dict):
+                walk(value, (*path, key))
+
+    walk(config.resources, ())
+    for file_name, path, values in places:
+        for name, raw in values.items():
+            cx = table.get(name)
+            if cx is None:
+                raise config.error(file_name, (*path, name), f"unknown complex attribute {name!r} "
+                                   "(define it under complexes in cluster.yaml)")
+            try:
+                parse_value(cx, raw)
+            except InvalidInput as exc:
+                raise config.error(file_name, (*path, name), exc.message) from None
