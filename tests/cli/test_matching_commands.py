@@ -69,3 +69,32 @@ def test_output_of_a_job_without_output(server, tokens):
     [job_id] = server.ok("submit", str(EXAMPLES / "hello.jdl"), token=tokens["roland"]).split()
     result = server("output", job_id, token=tokens["roland"])
     assert result.returncode == 1 and "has no output yet" in result.stderr
+
+
+def qconf(server, *args, token):
+    import subprocess
+    import sys
+
+    env = dict(server.env, WMS_TOKEN=token)
+    return subprocess.run([sys.executable, "-m", "wms.cli.qconf", *args], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_qconf_shows_and_replaces_the_complex_table(server, tokens, tmp_path):
+    shown = qconf(server, "-sc", token=tokens["roland"])
+    assert shown.returncode == 0 and shown.stdout.startswith("#name")
+    table = tmp_path / "complexes"
+    table.write_text(shown.stdout + "\nscratch sc MEMORY <= YES YES 0 0\n")
+    refused = qconf(server, "-Mc", str(table), token=tokens["roland"])
+    assert refused.returncode == 1 and "needs manager" in refused.stderr
+    changed = qconf(server, "-Mc", str(table), token=tokens["admin"])
+    assert changed.returncode == 0, changed.stderr
+    assert changed.stdout.strip().endswith('added "scratch" to complex entry list')
+    assert "scratch" in qconf(server, "-sc", token=tokens["roland"]).stdout
+    bad = tmp_path / "bad"
+    bad.write_text(shown.stdout + "\nlic l INT >= YES YES 0 0\n")
+    result = qconf(server, "-Mc", str(bad), token=tokens["admin"])
+    assert result.returncode == 1
+    assert 'Consumable "lic" can have only <= as an relational operator' in result.stderr
+    assert qconf(server, "-Mc", "/nonexistent", token=tokens["admin"]).returncode == 1
+    assert qconf(server, token=tokens["admin"]).returncode == 2

@@ -80,3 +80,11 @@ class JobOutput(BaseModel):
     stdout: str = ""
     stderr: str = ""
     truncated: bool = False
+
+
+class ComplexFile(BaseModel):
+    """A whole complex table in `qconf -sc` format (qconf -Mc)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str

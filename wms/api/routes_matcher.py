@@ -7,9 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 
 from wms.api.deps import NowDep, RuntimeDep, require
-from wms.api.models import Heartbeat, JobOutput, JobRequest, PilotStatus
+from wms.api.models import ComplexFile, Heartbeat, JobOutput, JobRequest, PilotStatus
 from wms.core.identity import Identity
 from wms.core.match.context import PilotRequest
+from wms.services import complexes as complexes_service
 from wms.services import diagnosis
 from wms.services import jobs as jobs_service
 from wms.services import matcher
@@ -19,6 +20,7 @@ router = APIRouter(tags=["matcher"])
 
 Pilot = Annotated[Identity, Depends(require(PILOT, OPERATOR, MANAGER))]
 Reader = Annotated[Identity, Depends(require(USER, PILOT, OPERATOR, MANAGER))]
+Manager = Annotated[Identity, Depends(require(MANAGER))]
 
 
 @router.post("/matcher/request-job")
@@ -72,4 +74,10 @@ def queues(runtime: RuntimeDep, caller: Reader) -> list[dict[str, Any]]:
 @router.get("/complexes")
 def complexes(runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     """The complex table as `qconf -sc` prints it."""
-    return {"text": runtime.complexes.render()}
+    return {"text": complexes_service.show(runtime)}
+
+
+@router.put("/complexes")
+def modify_complexes(body: ComplexFile, runtime: RuntimeDep, now: NowDep, caller: Manager) -> dict[str, Any]:
+    """qconf -Mc: replace the whole complex table (managers)."""
+    return {"messages": complexes_service.modify(runtime, caller, body.text, now)}

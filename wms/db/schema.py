@@ -243,3 +243,16 @@ tokens = Table(
     Column("created", UtcDateTime, nullable=False),
     Column("expires", UtcDateTime, nullable=True),
 )
+
+# Grid Engine objects changed at run time with qconf (the complex table now;
+# resource quota sets later). The text is what `qconf -s..` prints; the
+# version tells every server process to reload.
+cluster_objects = Table(
+    "cluster_objects",
+    metadata,
+    Column("kind", String(32), primary_key=True),
+    Column("text", LongText, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("updated", UtcDateTime, nullable=False),
+    Column("updated_by", Name, nullable=False),
+)

@@ -35,6 +35,7 @@ from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services.retry import run_in_transaction
+from wms.services import complexes as complexes_service
 from wms.services.runtime import Runtime
 
 SOURCE_MATCHER = "Matcher"
@@ -200,6 +201,7 @@ def validate_request(runtime: Runtime, request: PilotRequest) -> None:
 
 def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random | None = None) -> MatchResult:
     validate_request(runtime, request)
+    complexes_service.sync(runtime)
     rng = rng or random.Random()
     with LazyReader(runtime.engine) as reader:
         if request.pools is None:

@@ -60,6 +60,14 @@ class Runtime:
                 raise self.config.error("cluster.yaml", ("complexes",), str(exc)) from None
         return self._complexes
 
+    def use_complexes(self, table: ComplexTable) -> None:
+        """Adopt a new complex table (qconf -Mc): everything derived from the old one goes."""
+        self._complexes = table
+        keep = self.match_cache.get("complexes_sync")
+        self.match_cache.clear()
+        if keep is not None:
+            self.match_cache["complexes_sync"] = keep
+
     def chain_env(self, now: datetime) -> ChainEnv:
         return ChainEnv(
             settings=self.config.settings,

@@ -25,6 +25,7 @@ from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
 from wms.services.matcher import forget_waiting_task_queues
 from wms.services.retry import run_in_transaction
+from wms.services import complexes as complexes_service
 from wms.services.runtime import Runtime
 
 SOURCE_MANAGER = "JobManager"
@@ -120,6 +121,7 @@ def submit_jobs(
 ) -> list[int]:
     """Submit every job of ``sources`` (name, JDL text); returns their ids in order."""
     parsed = parse_sources(sources, options, runtime.config.settings.max_jobs_per_submission)
+    complexes_service.sync(runtime)
     env = runtime.chain_env(now)
     jobs = run_chain(runtime, env, identity, parsed)
 

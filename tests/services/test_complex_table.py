@@ -1,0 +1,64 @@
+"""qconf -sc / -Mc at run time: the complex table shown, replaced whole or
+refused whole, and adopted by every server process."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import ADMIN, OPERATOR, ROLAND, default_config
+from wms.core.errors import Forbidden, InvalidInput, JDLError
+from wms.services import complexes
+from wms.services.runtime import Runtime
+from wms.services.submission import SubmitOptions, submit_jobs
+
+pytestmark = pytest.mark.databases
+
+SCRATCH = "scratch             sc         MEMORY      <=    YES         YES        0        0"
+
+
+def test_show_prints_the_table_as_qconf_does(runtime):
+    text = complexes.show(runtime)
+    lines = text.splitlines()
+    assert lines[0].startswith("#name") and lines[1].startswith("#---")
+    assert any(line.split()[:2] == ["compiler_lic", "cl"] for line in lines)
+    assert any(line.split()[:3] == ["slots", "s", "INT"] for line in lines)
+
+
+def test_a_manager_adds_an_attribute_and_every_process_adopts_it(runtime, now):
+    job = '[ Executable = "/bin/true"; ResourceRequests = [ scratch = "1G"; ]; ]'
+    with pytest.raises(JDLError, match="unknown resource 'scratch'"):
+        submit_jobs(runtime, ROLAND, [("a.jdl", job)], SubmitOptions(), now)
+    text = complexes.show(runtime) + "\n" + SCRATCH + "\n"
+    messages = complexes.modify(runtime, ADMIN, text, now)
+    assert len(messages) == 1 and messages[0].endswith('added "scratch" to complex entry list')
+    assert messages[0].startswith("admin@")
+    assert submit_jobs(runtime, ROLAND, [("a.jdl", job)], SubmitOptions(), now)
+    # Another server process on the same database.
+    other = Runtime.create(default_config(), runtime.engine)
+    assert "scratch" in complexes.show(other)
+    assert complexes.modify(runtime, ADMIN, complexes.show(runtime), now) == ["complex entry list unchanged"]
+
+
+def test_only_managers_modify(runtime, now):
+    for caller in (ROLAND, OPERATOR):
+        with pytest.raises(Forbidden, match="must be manager"):
+            complexes.modify(runtime, caller, complexes.show(runtime), now)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda t: t + "\nlic l INT >= YES YES 0 0\n", 'Consumable "lic" can have only <= as an relational operator'),
+        (lambda t: t + "\nbroken line\n", "expected 8 columns"),
+        (lambda t: "\n".join(l for l in t.splitlines() if not l.startswith("arch ")),
+         'arch'),
+        (lambda t: "\n".join(l for l in t.splitlines() if not l.startswith("compiler_lic ")),
+         "the new complex table does not fit the configuration"),
+    ],
+)
+def test_a_bad_table_is_refused_whole(runtime, now, change, message):
+    before = complexes.show(runtime)
+    with pytest.raises(InvalidInput) as err:
+        complexes.modify(runtime, ADMIN, change(before), now)
+    assert message in str(err.value)
+    assert complexes.show(runtime) == before

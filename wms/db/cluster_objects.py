@@ -1,0 +1,38 @@
+"""Grid Engine objects stored by qconf: read the current one, replace it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from wms.db.engine import insert_ignoring_duplicates
+from wms.db.schema import cluster_objects
+
+
+def get_object(conn: Connection, kind: str) -> dict[str, Any] | None:
+    row = conn.execute(select(cluster_objects).where(cluster_objects.c.kind == kind)).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def version(conn: Connection, kind: str) -> int:
+    """0 when the object was never stored (the configuration file's applies)."""
+    value = conn.execute(select(cluster_objects.c.version).where(cluster_objects.c.kind == kind)).scalar()
+    return int(value or 0)
+
+
+def put_object(conn: Connection, kind: str, text: str, user: str, now: datetime) -> int:
+    """Store a new text for ``kind``; returns its version (1, 2, ...)."""
+    inserted = insert_ignoring_duplicates(
+        conn, cluster_objects, [{"kind": kind, "text": text, "version": 1, "updated": now, "updated_by": user}],
+        ["kind"],
+    )
+    if inserted:
+        return 1
+    conn.execute(
+        update(cluster_objects)
+        .where(cluster_objects.c.kind == kind)
+        .values(text=text, version=cluster_objects.c.version + 1, updated=now, updated_by=user)
+    )
+    return version(conn, kind)

@@ -1,0 +1,77 @@
+"""The complex table at run time: `qconf -sc` shows it, `qconf -Mc` replaces it.
+
+cluster.yaml's `complexes` (with the built-ins) is the table until a
+manager replaces it with `qconf -Mc`; from then on the stored table is
+the truth, for every server process. Each process looks at the stored
+version at most once a second (``sync``) and, when it changed, rebuilds
+its complex table and drops the Matcher's caches that depend on it.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from datetime import datetime
+
+from wms.core.complexes import ComplexTable
+from wms.core.errors import ConfigError, Forbidden, InvalidInput
+from wms.core.identity import Identity
+from wms.db import cluster_objects as objects_db
+from wms.db.engine import reading
+from wms.services.retry import run_in_transaction
+from wms.services.runtime import Runtime, check_complex_values
+
+KIND = "complexes"
+SYNC_INTERVAL = 1.0
+
+
+def sync(runtime: Runtime) -> None:
+    """Adopt a complex table another process stored, at most once per SYNC_INTERVAL."""
+    state = runtime.match_cache.setdefault("complexes_sync", {"checked": 0.0, "version": 0})
+    now = time.monotonic()
+    if now - state["checked"] < SYNC_INTERVAL:
+        return
+    state["checked"] = now
+    with reading(runtime.engine) as conn:
+        stored_version = objects_db.version(conn, KIND)
+        if stored_version == state["version"]:
+            return
+        row = objects_db.get_object(conn, KIND)
+    runtime.use_complexes(ComplexTable.parse(row["text"], source="stored complex table"))
+    runtime.match_cache.setdefault("complexes_sync", {})["version"] = stored_version
+
+
+def show(runtime: Runtime) -> str:
+    sync(runtime)
+    return runtime.complexes.render()
+
+
+def modify(runtime: Runtime, identity: Identity, text: str, now: datetime) -> list[str]:
+    """Replace the whole complex table (qconf -Mc); refused whole if any line is wrong.
+
+    The new table must keep every attribute the configuration's
+    complex_values use, in a type their values read in.
+    """
+    if identity.role != "manager":
+        raise Forbidden(f"{identity.user} must be manager to modify the complex entry list")
+    sync(runtime)
+    table = ComplexTable.parse(text, source="complex file")
+    try:
+        check_complex_values(runtime.config, table)
+    except ConfigError as exc:
+        raise InvalidInput(f"the new complex table does not fit the configuration: {exc}") from None
+    old = {cx.name: cx for cx in runtime.complexes}
+    new = {cx.name: cx for cx in table}
+    who = f"{identity.user}@{socket.gethostname()}"
+    messages = [f'{who} added "{name}" to complex entry list' for name in sorted(new.keys() - old.keys())]
+    messages += [f'{who} modified "{name}" in complex entry list'
+                 for name in sorted(new.keys() & old.keys()) if new[name] != old[name]]
+    messages += [f'{who} removed "{name}" from complex entry list' for name in sorted(old.keys() - new.keys())]
+    if not messages:
+        return ["complex entry list unchanged"]
+    rendered = table.render()
+    version = run_in_transaction(runtime.engine, lambda conn: objects_db.put_object(conn, KIND, rendered, identity.user, now))
+    runtime.use_complexes(table)
+    runtime.match_cache.setdefault("complexes_sync", {})["version"] = version
+    runtime.match_cache["complexes_sync"]["checked"] = time.monotonic()
+    return messages
