@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import random
 import statistics
 import sys
@@ -112,21 +113,21 @@ def pilot_request(rng: random.Random, queues, n: int) -> PilotRequest:
     )
 
 
-def run_match_once(url: str, args) -> dict[str, Any]:
-    engine = make_engine(url, pool_size=args.threads + 2)
-    upgrade(engine)
+def pilots(url: str, threads: int, seconds: float, seed: int, start_at: float) -> dict[str, list]:
+    """One Matcher process: ``threads`` pilots asking for jobs until the time is up."""
+    engine = make_engine(url, pool_size=threads + 2)
     runtime = Runtime.create(bench_config(None), engine)
-    rng = random.Random(args.seed)
-    populate(runtime, args.jobs, args.task_queues, rng)
     queues = runtime.resources_for("lhcb").queues()
     latencies: list[float] = []
     matched: list[int] = []
     errors: list[str] = []
     lock = threading.Lock()
-    deadline = time.monotonic() + args.seconds
+    while time.time() < start_at:
+        time.sleep(0.01)
+    deadline = time.monotonic() + seconds
 
     def pilot_loop(k: int) -> None:
-        local = random.Random(args.seed * 1000 + k)
+        local = random.Random(seed * 1000 + k)
         n = 0
         while time.monotonic() < deadline:
             request = pilot_request(local, queues, k * 10**7 + n)
@@ -144,13 +145,43 @@ def run_match_once(url: str, args) -> dict[str, Any]:
                 if result.job is not None:
                     matched.append(result.job["JobID"])
 
-    threads = [threading.Thread(target=pilot_loop, args=(k,)) for k in range(args.threads)]
-    started = time.monotonic()
-    for t in threads:
+    workers = [threading.Thread(target=pilot_loop, args=(k,)) for k in range(threads)]
+    for t in workers:
         t.start()
-    for t in threads:
+    for t in workers:
         t.join()
-    wall = time.monotonic() - started
+    engine.dispose()
+    return {"latencies": latencies, "matched": matched, "errors": errors}
+
+
+def _pilots_process(url: str, threads: int, seconds: float, seed: int, start_at: float, results) -> None:
+    results.put(pilots(url, threads, seconds, seed, start_at))
+
+
+def run_match_once(url: str, args) -> dict[str, Any]:
+    engine = make_engine(url)
+    upgrade(engine)
+    runtime = Runtime.create(bench_config(None), engine)
+    populate(runtime, args.jobs, args.task_queues, random.Random(args.seed))
+    start_at = time.time() + (3.0 if args.processes > 1 else 0.0)
+    if args.processes == 1:
+        parts = [pilots(url, args.threads, args.seconds, args.seed, start_at)]
+    else:
+        # Several Matcher processes, as several `wms server` processes would be.
+        context = multiprocessing.get_context("spawn")
+        results = context.Queue()
+        procs = [context.Process(target=_pilots_process,
+                                 args=(url, args.threads, args.seconds, args.seed + 7919 * p, start_at, results))
+                 for p in range(args.processes)]
+        for proc in procs:
+            proc.start()
+        parts = [results.get() for _ in procs]
+        for proc in procs:
+            proc.join()
+    wall = args.seconds
+    latencies = [x for part in parts for x in part["latencies"]]
+    matched = [x for part in parts for x in part["matched"]]
+    errors = [x for part in parts for x in part["errors"]]
     with reading(engine) as conn:
         debited = dict(conn.execute(select(job_debits.c.resource, func.sum(job_debits.c.amount))
                                     .group_by(job_debits.c.resource)).all())
@@ -177,7 +208,7 @@ def run_match(args) -> int:
     runs = []
     for run in range(1, args.runs + 1):
         print(f"run {run}/{args.runs} on {args.database}: {args.jobs} jobs, {args.task_queues} task queues, "
-              f"{args.threads} pilots for {args.seconds} s", file=sys.stderr)
+              f"{args.processes} x {args.threads} pilots for {args.seconds} s", file=sys.stderr)
         if kind is None:
             runs.append(run_match_once(args.database, args))
             continue
@@ -185,7 +216,7 @@ def run_match(args) -> int:
             runs.append(run_match_once(url, args))
     summary = {
         "benchmark": "match", "database": args.database, "jobs": args.jobs, "task_queues": args.task_queues,
-        "threads": args.threads, "seconds": args.seconds,
+        "processes": args.processes, "threads": args.threads, "seconds": args.seconds,
         "median_matches_per_second": round(statistics.median(r["matches_per_second"] for r in runs), 1),
         "median_p50_ms": round(statistics.median(r["p50_ms"] for r in runs), 2),
         "median_p99_ms": round(statistics.median(r["p99_ms"] for r in runs), 2),
@@ -200,7 +231,8 @@ def run_match(args) -> int:
         print(f"match on {args.database}: median {summary['median_matches_per_second']:.0f} matches/s, "
               f"p50 {summary['median_p50_ms']} ms, p99 {summary['median_p99_ms']} ms; "
               f"errors {summary['errors']}, duplicates {summary['duplicates']}, overbooked {summary['overbooked']} "
-              f"({args.jobs} jobs, {args.task_queues} task queues, {args.threads} pilots, {args.runs} runs)")
+              f"({args.jobs} jobs, {args.task_queues} task queues, {args.processes} x {args.threads} pilots, "
+              f"{args.runs} runs)")
         if summary["errors"]:
             print(f"first error: {next(r['first_error'] for r in runs if r['first_error'])}")
     return 0 if summary["duplicates"] == 0 and summary["overbooked"] == 0 else 1
