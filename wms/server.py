@@ -11,16 +11,15 @@ from __future__ import annotations
 import getpass
 import os
 import sys
-import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
+from agents.scheduler import Scheduler
 from wms.cli.client import token_file
 from wms.config import config_dir_from_env, load_config
 from wms.core.errors import ConfigError, Unauthorized, WmsError
 from wms.core.identity import Identity
 from wms.db.migrate import upgrade
-from wms.services.matcher import expire_leases
 from wms.services.runtime import Runtime
 from wms.services.tokens import authenticate, create_token
 
@@ -74,21 +73,34 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool) -> int:
         print(f"wms: {exc}", file=sys.stderr)
         return 1
     print(f"wms: serving http://{host}:{port}/api/v1 (OpenAPI at /docs)", file=sys.stderr)
-    stop = threading.Event()
-    if embedded:
-        period = runtime.config.settings.agent_period("lease_reaper")
-        threading.Thread(target=reap_leases, args=(runtime, period, stop), name="lease-reaper", daemon=True).start()
+    scheduler = Scheduler(runtime) if embedded else None
+    if scheduler is not None:
+        scheduler.start()
+        print(f"wms up: agents in-process: {', '.join(sorted(scheduler.agents))}", file=sys.stderr)
     try:
         uvicorn.run(create_app(runtime), host=host, port=port, log_level="warning")
     finally:
-        stop.set()
+        if scheduler is not None:
+            scheduler.stop()
     return 0
 
 
-def reap_leases(runtime: Runtime, period: float, stop: threading.Event) -> None:
-    """The embedded timer: matched jobs whose pilot never confirmed go back to Waiting."""
-    while not stop.wait(period):
-        try:
-            expire_leases(runtime, datetime.now(timezone.utc))
-        except Exception as exc:  # noqa: BLE001 - a failed round must not end the timer
-            print(f"wms up: lease reaper: {exc}", file=sys.stderr)
+def run_agents(config_dir: str | None) -> int:
+    """`wms agents`: the periodic agents in this process, until Ctrl-C."""
+    try:
+        runtime = Runtime.create(load_config(config_dir_from_env(config_dir)))
+    except WmsError as exc:
+        print(f"wms: {exc}", file=sys.stderr)
+        return 1
+    scheduler = Scheduler(runtime)
+    print(f"wms agents: running {', '.join(sorted(scheduler.agents))} (Ctrl-C stops)", file=sys.stderr)
+    scheduler.start()
+    try:
+        while scheduler.is_alive():
+            scheduler.join(timeout=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        scheduler.stop()
+        scheduler.join(timeout=10)
+    return 0

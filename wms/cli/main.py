@@ -303,6 +303,12 @@ def cmd_server(args: argparse.Namespace) -> int:
     return serve(args.config_dir, args.bind, embedded=False)
 
 
+def cmd_agents(args: argparse.Namespace) -> int:
+    from wms.server import run_agents
+
+    return run_agents(args.config_dir)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from wms.server import serve
 
@@ -340,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("up", cmd_up, "run the whole system in one process (API, agents, local pilots; SQLite by default)", json=False)
     server_options(p)
     p = command("server", cmd_server, "run the HTTP API (stateless; run several behind a balancer)", json=False)
+    server_options(p)
+    p = command("agents", cmd_agents, "run the periodic agents in this process (pool refresh and clean-up, leases)",
+                json=False)
     server_options(p)
 
     p = command("db", lambda a: (a.db_parser.print_help(), 2)[1], "database administration", json=False)

@@ -4,7 +4,7 @@ and the periodic refresh that re-examines waiting jobs (specs/002)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from wms.core import pools, scheduling
@@ -140,3 +140,20 @@ def refresh_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
 
         changed += run_in_transaction(runtime.engine, update)
     return {"pools": len(new_queues), "task_queues": len(task_queues), "jobs_changed": changed}
+
+
+def clean_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
+    """SubmitPoolCleaner: drop pools no pending job uses, after the grace period (specs/002).
+
+    A pool is kept for ``submit_pool_grace`` seconds after its last job left
+    it, since a job may be rescheduled soon after. The DELETE checks again
+    that the pool is unused, so a job submitted meanwhile keeps it; empty
+    task queues go too. Safe to run twice at once.
+    """
+    cut = now - timedelta(seconds=runtime.config.settings.submit_pool_grace)
+
+    def clean(conn) -> dict[str, int]:
+        pools = pools_db.delete_pools(conn, pools_db.unused_pools(conn, cut), unused_before=cut)
+        return {"pools_removed": pools, "task_queues_removed": tq_db.delete_empty_task_queues(conn)}
+
+    return run_in_transaction(runtime.engine, clean)

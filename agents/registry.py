@@ -1,0 +1,21 @@
+"""The agents by name, with the function each runs (periods come from wms.yaml)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable
+
+from wms.services.matcher import expire_leases
+from wms.services.pools import clean_submit_pools, refresh_submit_pools
+from wms.services.runtime import Runtime
+
+Agent = Callable[[Runtime, datetime], object]
+
+AGENTS: dict[str, Agent] = {
+    # specs/002: the pool-to-queue map follows the Resources configuration.
+    "submit_pool_refresher": refresh_submit_pools,
+    # specs/002: pools no job needs go after a grace period.
+    "submit_pool_cleaner": clean_submit_pools,
+    # Matched jobs whose pilot never confirmed go back to Waiting.
+    "lease_reaper": lambda runtime, now: {"returned": expire_leases(runtime, now)},
+}

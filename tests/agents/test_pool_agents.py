@@ -1,0 +1,105 @@
+"""SubmitPoolRefresher and SubmitPoolCleaner (specs/002), and the in-process
+scheduler that runs them, on SQLite, PostgreSQL and MariaDB."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from tests.helpers import ADMIN, PILOT, ROLAND
+from wms.core.match.context import PilotRequest
+from wms.services import jobs as jobs_service
+from wms.services import matcher
+from wms.services import pools as pools_service
+from wms.services.submission import SubmitOptions, submit_jobs
+from agents.scheduler import Scheduler
+
+pytestmark = pytest.mark.databases
+
+SOFTWARE = '[ Executable = "/bin/true"; CPUTime = 300; Requirements = [ SoftwareTag = "AppVersion2"; ]; ]'
+
+
+def run_to_done(runtime, now, job_id):
+    request = PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn1", pilot_id="p1",
+                           platform="x86_64-el9", cpu_time_left=100000)
+    assert matcher.request_job(runtime, request, now).job["JobID"] == job_id
+    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
+    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Done", "", 0, now)
+
+
+def test_a_pool_goes_only_after_its_jobs_and_the_grace(runtime, now):
+    [job_id] = submit_jobs(runtime, ROLAND, [("a.jdl", SOFTWARE)], SubmitOptions(), now)
+    [pool] = [p["SubmitPool"] for p in pools_service.list_pools(runtime)]
+    grace = runtime.config.settings.submit_pool_grace
+    # The job still waits: the pool stays whatever the time.
+    assert pools_service.clean_submit_pools(runtime, now + timedelta(days=30))["pools_removed"] == 0
+    run_to_done(runtime, now, job_id)
+    # Done, but within the grace period (a job may come back soon after):
+    # the pool stays; its task queue, empty now, goes at once.
+    report = pools_service.clean_submit_pools(runtime, now + timedelta(seconds=grace - 1))
+    assert report == {"pools_removed": 0, "task_queues_removed": 1}
+    report = pools_service.clean_submit_pools(runtime, now + timedelta(seconds=grace + 1))
+    assert report == {"pools_removed": 1, "task_queues_removed": 0}
+    assert pools_service.list_pools(runtime) == []
+    assert pools_service.submit_pools_for_queue(runtime, "DIRAC.Local.ch", "localhost", "default") == []
+    assert pool
+    # The finished job keeps its history.
+    assert jobs_service.job_status(runtime, ADMIN, [job_id])[0]["Status"] == "Done"
+
+
+def test_two_cleaners_at_once_do_no_harm(runtime, now):
+    [job_id] = submit_jobs(runtime, ROLAND, [("a.jdl", SOFTWARE)], SubmitOptions(), now)
+    run_to_done(runtime, now, job_id)
+    later = now + timedelta(seconds=runtime.config.settings.submit_pool_grace + 1)
+    reports, errors = [], []
+
+    def clean():
+        try:
+            reports.append(pools_service.clean_submit_pools(runtime, later))
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=clean) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sum(r["pools_removed"] for r in reports) == 1
+
+
+def test_the_scheduler_runs_each_agent_on_its_period(runtime, now):
+    calls = []
+    agents = {"fast": lambda rt, when: calls.append("fast"), "slow": lambda rt, when: calls.append("slow")}
+    scheduler = Scheduler(runtime, agents=agents, periods={"fast": 0.05, "slow": 10})
+    scheduler.start()
+    time.sleep(0.5)
+    scheduler.stop()
+    scheduler.join(timeout=5)
+    assert not scheduler.is_alive()
+    assert calls.count("fast") >= 4 and calls.count("slow") == 0
+
+
+def test_a_failing_agent_does_not_stop_the_others(runtime):
+    def broken(rt, when):
+        raise RuntimeError("boom")
+
+    scheduler = Scheduler(runtime, agents={"broken": broken, "lease_reaper": lambda rt, when: "ok"},
+                          periods={"broken": 1, "lease_reaper": 1})
+    assert scheduler.run_once("broken") is None
+    assert scheduler.run_once("lease_reaper") == "ok"
+    assert scheduler.runs == {"broken": 1, "lease_reaper": 1}
+
+
+def test_the_default_agents_run_on_a_real_database(runtime, now):
+    submit_jobs(runtime, ROLAND, [("a.jdl", SOFTWARE)], SubmitOptions(), now)
+    scheduler = Scheduler(runtime)
+    assert set(scheduler.agents) == {"submit_pool_refresher", "submit_pool_cleaner", "lease_reaper"}
+    assert scheduler.periods["submit_pool_refresher"] == runtime.config.settings.submit_pool_refresh
+    for name in scheduler.agents:
+        assert scheduler.run_once(name) is not None
+    assert scheduler.last_report["submit_pool_refresher"]["pools"] == 1
+    assert scheduler.last_report["lease_reaper"] == {"returned": 0}
