@@ -13,7 +13,6 @@ import pytest
 from sqlalchemy import Connection, Engine, bindparam, func, select, text
 
 from wms.core.errors import NotFound
-from wms.core.states import JobStatus
 from wms.db import jobs as jobs_db
 from wms.db import pools as pools_db
 from wms.db.engine import GROUP_CONCAT_MAX_LEN
