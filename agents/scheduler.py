@@ -48,7 +48,8 @@ class Scheduler(threading.Thread):
         return report
 
     def run(self) -> None:
-        due = {name: time.monotonic() + period for name, period in self.periods.items()}
+        # Every agent runs once at start (as DIRAC's agents do), then on its period.
+        due = dict.fromkeys(self.periods, time.monotonic())
         while not self.stop_event.is_set():
             now = time.monotonic()
             for name in sorted(due, key=due.get):

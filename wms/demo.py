@@ -1,11 +1,14 @@
 """`make demo`: the whole loop on the embedded default.
 
-Starts `wms up` on a fresh SQLite database under var/demo, submits every
-JDL in examples/ as two users of different VOs, starts local pilots on the
-queues (the embedded default's local computing element: pilots are local
-processes standing in for every queue of config/resources.yaml), shows a
-live view of the jobs by state and queue until the work is done, and ends
-with where each job ran and why any still waits.
+Starts `wms up` on a fresh SQLite database under var/demo (with the
+default configuration, the SiteDirector's period shortened so that the
+demo does not wait a minute), submits every JDL in examples/ as two users
+of different VOs, and lets the system work: the SiteDirector starts local
+pilots on the queues that have eligible jobs (the embedded default's local
+computing element: pilots are local processes standing in for every queue
+of config/resources.yaml), the pilots pull and run the jobs. A live view
+shows the jobs by state and queue until the work is done; the end says
+where each job ran and why any still waits.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import httpx
 ROOT = Path.cwd()
 VAR = ROOT / "var" / "demo"
 WMS = [sys.executable, "-m", "wms.cli.main"]
-PILOT = [sys.executable, "-m", "pilot"]
 TTY = sys.stdout.isatty()
 BOLD, DIM, RESET = ("\033[1m", "\033[2m", "\033[0m") if TTY else ("", "", "")
 FINAL = {"Done", "Failed", "Killed"}
@@ -52,7 +54,7 @@ class Demo:
             "HOME": str(VAR / "home"),
             "WMS_DATABASE_URL": f"sqlite:///{VAR / 'wms.db'}",
             "WMS_URL": f"http://127.0.0.1:{self.port}",
-            "WMS_CONFIG": str(ROOT / "config"),
+            "WMS_CONFIG": str(VAR / "config"),
         }
         self.env.pop("WMS_TOKEN", None)
         self.processes: list[subprocess.Popen] = []
@@ -93,7 +95,6 @@ class Demo:
         print(f"  up at {self.env['WMS_URL']} (OpenAPI at {self.env['WMS_URL']}/docs)")
         roland = self.token("roland", "lhcb_user", "lhcb", "user")
         andre = self.token("andre", "dteam_user", "dteam", "user")
-        pilot = self.token("pilot", "lhcb_pilot", "lhcb", "pilot")
 
         heading("Submitting the examples as roland (VO lhcb), one as andre (VO dteam)")
         examples = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.jdl"))
@@ -104,19 +105,11 @@ class Demo:
         heading("SubmitPools: the hash of canonical Requirements -> eligible queues")
         print(self.wms("pools"), end="")
 
-        heading("Starting local pilots, one per queue with the queue's platform")
-        queues = [row for row in json.loads(self.wms("queues", "--json", show=False)) if row["Kind"] == "queue"]
-        for row in queues:
-            site, ce, queue = row["Name"].split("/")
-            platform = "aarch64-el9" if "arm" in queue else ("x86_64-el8" if "RAL" in site else "x86_64-el9")
-            args = [*PILOT, "--site", site, "--ce", ce, "--queue", queue, "--slots", "2", "--max-empty", "4",
-                    "--poll", "0.5", "--heartbeat", "2", "--platform", platform, "--lifetime", "400000",
-                    "--workdir", str(VAR / "pilots" / row["Name"].replace("/", "_"))]
-            self.start(args, VAR / f"pilot-{site}-{queue}.log", env=dict(self.env, WMS_TOKEN=pilot))
-            print(f"  pilot on {row['Name']:<42} platform {platform}")
-
-        heading("Live view: jobs by state and by queue")
+        heading("Live view: the SiteDirector starts pilots where jobs can run; pilots pull and run them")
         self.follow(ids)
+
+        heading("The pilots the SiteDirector started")
+        print(self.wms("pilots"), end="")
 
         heading("Where each job ran, and why the others wait")
         self.summary(ids)
@@ -130,9 +123,12 @@ class Demo:
         lines = 0
         while True:
             rows = self.jobs(ids)
+            pilots = Counter(p["State"] for p in json.loads(self.wms("pilots", "--json", show=False)))
             states = Counter(r["Status"] for r in rows)
             per_queue = Counter((r["Queue"] or "(not matched)", r["Status"]) for r in rows)
-            text = ["  " + "  ".join(f"{s}: {states.get(s, 0):>2}" for s in STATES)]
+            text = ["  jobs    " + "  ".join(f"{s}: {states.get(s, 0):>2}" for s in STATES),
+                    "  pilots  " + "  ".join(f"{s}: {n}" for s, n in sorted(pilots.items())) if pilots else
+                    "  pilots  none yet"]
             for queue in sorted({q for q, _ in per_queue}):
                 counts = ", ".join(f"{s} {per_queue[(queue, s)]}" for s in STATES if per_queue[(queue, s)])
                 text.append(f"    {queue:<45} {counts}")
@@ -174,9 +170,19 @@ def wait_until_up(url: str, process: subprocess.Popen, timeout: float = 30) -> N
     raise SystemExit("demo: wms up did not start in time")
 
 
+def demo_config() -> None:
+    """The default configuration, with the SiteDirector every few seconds."""
+    shutil.copytree(ROOT / "config", VAR / "config")
+    wms_yaml = VAR / "config" / "wms.yaml"
+    text = wms_yaml.read_text()
+    assert "  site_director: 60" in text, "config/wms.yaml no longer sets site_director"
+    wms_yaml.write_text(text.replace("  site_director: 60", "  site_director: 3"))
+
+
 def main() -> int:
     shutil.rmtree(VAR, ignore_errors=True)
     (VAR / "pilots").mkdir(parents=True)
+    demo_config()
     demo = Demo()
     try:
         return demo.run()

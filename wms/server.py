@@ -14,14 +14,24 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from agents import site_director
+from agents.registry import AGENTS
 from agents.scheduler import Scheduler
 from wms.cli.client import token_file
 from wms.config import config_dir_from_env, load_config
 from wms.core.errors import ConfigError, Unauthorized, WmsError
 from wms.core.identity import Identity
 from wms.db.migrate import upgrade
+from wms.services.pilots import make_launcher
 from wms.services.runtime import Runtime
 from wms.services.tokens import authenticate, create_token
+
+
+def client_host(host: str) -> str:
+    """The address clients use for a bind address (a wildcard means this machine)."""
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
@@ -73,7 +83,13 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool) -> int:
         print(f"wms: {exc}", file=sys.stderr)
         return 1
     print(f"wms: serving http://{host}:{port}/api/v1 (OpenAPI at /docs)", file=sys.stderr)
-    scheduler = Scheduler(runtime) if embedded else None
+    scheduler = None
+    if embedded:
+        # The embedded default's local computing element: the SiteDirector
+        # starts pilots as local processes that talk to this server.
+        launcher = make_launcher(runtime, datetime.now(timezone.utc), url=f"http://{client_host(host)}:{port}",
+                                 log_dir=Path("var") / "pilots")
+        scheduler = Scheduler(runtime, agents={**AGENTS, "site_director": site_director.agent(launcher)})
     if scheduler is not None:
         scheduler.start()
         print(f"wms up: agents in-process: {', '.join(sorted(scheduler.agents))}", file=sys.stderr)
@@ -92,7 +108,7 @@ def run_agents(config_dir: str | None) -> int:
     except WmsError as exc:
         print(f"wms: {exc}", file=sys.stderr)
         return 1
-    scheduler = Scheduler(runtime)
+    scheduler = Scheduler(runtime, agents={**AGENTS, "site_director": site_director.agent()})
     print(f"wms agents: running {', '.join(sorted(scheduler.agents))} (Ctrl-C stops)", file=sys.stderr)
     scheduler.start()
     try:

@@ -80,7 +80,8 @@ def test_the_scheduler_runs_each_agent_on_its_period(runtime, now):
     scheduler.stop()
     scheduler.join(timeout=5)
     assert not scheduler.is_alive()
-    assert calls.count("fast") >= 4 and calls.count("slow") == 0
+    # Both run at start; then only the fast one comes round again.
+    assert calls.count("fast") >= 4 and calls.count("slow") == 1
 
 
 def test_a_failing_agent_does_not_stop_the_others(runtime):
@@ -103,3 +104,18 @@ def test_the_default_agents_run_on_a_real_database(runtime, now):
         assert scheduler.run_once(name) is not None
     assert scheduler.last_report["submit_pool_refresher"]["pools"] == 1
     assert scheduler.last_report["lease_reaper"] == {"returned": 0}
+
+
+def test_the_site_director_shares_each_job_among_the_queues_that_can_run_it(runtime, now):
+    from wms.services.pilots import waiting_jobs_per_queue
+
+    # AppVersion2 and Memory >= 8000 for lhcb: CERN's arm and gpu queues and IN2P3's mc queue.
+    job = '[ Executable = "/bin/true"; CPUTime = 300; Requirements = [ SoftwareTag = "AppVersion2"; Memory = 8000; ]; ]'
+    submit_jobs(runtime, ROLAND, [(f"j{i}.jdl", job) for i in range(5)], SubmitOptions(), now)
+    counts = waiting_jobs_per_queue(runtime)
+    places = {name: c for name, c in counts.items() if c["eligible"]}
+    assert set(places) == {"LCG.CERN.ch/ce02.cern.ch/arm", "LCG.CERN.ch/gpu01.cern.ch/gpu",
+                           "LCG.IN2P3.fr/cccondorce01.in2p3.fr/mc"}
+    assert all(c["eligible"] == 5 for c in places.values())
+    # 5 jobs over 3 queues: 5/3 each, rounded up to 2, not 5 each.
+    assert all(c["waiting"] == 2 for c in places.values())

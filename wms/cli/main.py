@@ -152,7 +152,6 @@ def cmd_pools(args: argparse.Namespace) -> int:
     for row in rows:
         row["Requirements"] = output.cell(row["Requirements"])
         row["Jobs"] = output.cell(row.get("Jobs") or {})
-        row["LastUpdate"] = row["LastUpdate"][:19].replace("T", " ")
     output.table(rows, ["SubmitPool", "VO", "QueueCount", "Jobs", "LastUpdate", "Requirements"])
     return 0
 
@@ -245,6 +244,11 @@ def cmd_why(args: argparse.Namespace) -> int:
         output.table(result["Queues"], ["Queue", "Layer", "Reason"])
     print(result["Summary"])
     return 0
+
+
+def cmd_pilots(args: argparse.Namespace) -> int:
+    rows = Client().get("/pilots")
+    return show(args, rows, ["PilotID", "Queue", "Backend", "State", "JobsRun", "Submitted", "LastUpdate"])
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
@@ -407,6 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", metavar="ID")
     p = command("output", cmd_output, "the job's stdout and stderr")
     p.add_argument("id", metavar="ID")
+    command("pilots", cmd_pilots, "the pilots the SiteDirector submitted, their state and jobs run")
     command("queues", cmd_queues, "resv/used/tot slots and consumables per queue, host and global (qstat -f)")
     p = sub.add_parser("request-job", help="one pilot-style match request (exit 3: no match)",
                        description="one pilot-style match request; prints the job as JSON, or exits 3")

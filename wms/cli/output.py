@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any, Iterable, Sequence, TextIO
+
+
+# ISO times from the API, shown to the second in tables (JSON keeps them whole).
+ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 
 
 def cell(value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, str) and ISO_TIME.match(value):
+        return value[:19].replace("T", " ")
     if isinstance(value, (list, tuple)):
         return ",".join(cell(v) for v in value)
     if isinstance(value, dict):

@@ -413,6 +413,7 @@ BUILTIN_PARAMETER_TYPES: dict[str, str] = {
     "MaxWaitingPilots": NUMBER,
     "MaxTotalPilots": NUMBER,
     "Platform": STRING,
+    "Backend": STRING,
     "Tags": LIST,
     "RequiredTag": LIST,
 }

@@ -256,3 +256,40 @@ cluster_objects = Table(
     Column("updated", UtcDateTime, nullable=False),
     Column("updated_by", Name, nullable=False),
 )
+
+# Pilots submitted by the SiteDirector (specs/002 "SiteDirectors"): one row
+# per pilot, its queue, the computing-element backend that runs it and the
+# backend's handle (a local process id, a batch job id, ...). Site and
+# queue are as long as in pool_queues, so the (site, ce, queue, state) index
+# fits InnoDB's key limit.
+pilots = Table(
+    "pilots",
+    metadata,
+    Column("pilot_id", Name, primary_key=True),
+    Column("site", String(128), nullable=False),
+    Column("ce", Name, nullable=False),
+    Column("queue", String(128), nullable=False),
+    Column("backend", String(32), nullable=False),
+    # Empty until the backend has accepted the pilot.
+    Column("backend_ref", Name, nullable=False, default=""),
+    # Submitted, Running, Done, Failed, Aborted (wms.db.pilots.PILOT_STATES).
+    Column("state", String(32), nullable=False),
+    Column("jobs_run", Integer, nullable=False, default=0),
+    Column("submitted", UtcDateTime, nullable=False),
+    Column("last_update", UtcDateTime, nullable=False),
+    # The SiteDirector counts a queue's pilots by state.
+    Index("ix_pilots_site_ce_queue_state", "site", "ce", "queue", "state"),
+    Index("ix_pilots_state", "state"),
+)
+
+# One row per queue the SiteDirector has served: the row it locks while it
+# counts the queue's pilots and records new ones, so that two directors
+# running at once never both fill the same shortfall (docs/agents.md).
+pilot_director_queues = Table(
+    "pilot_director_queues",
+    metadata,
+    Column("site", String(128), primary_key=True),
+    Column("ce", Name, primary_key=True),
+    Column("queue", String(128), primary_key=True),
+    Column("last_submission", UtcDateTime, nullable=True),
+)

@@ -1,0 +1,90 @@
+"""SiteDirector (specs/002 "SiteDirectors"): keeps pilots going to the
+queues that have work.
+
+For each configured queue: the pools it can serve (getSubmitPoolsForQueue),
+the waiting jobs of those pools (and of jobs without Requirements) that the
+static scheduling rules allow there, the pilots already Submitted or
+Running there (states refreshed from the backends first), and the queue's
+limits (MaxWaitingPilots, MaxTotalPilots, complex_values slots). It then
+submits the missing pilots through the queue's backend (resources.yaml
+``Backend``, default ``local``), with the queue's pools as ``--pools``.
+
+Safe to run twice at once: the count and the new pilot records are one
+transaction under the queue's lock row (wms.services.pilots.reserve_pilots;
+docs/agents.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+from typing import Any, Callable
+
+from wms.core.scheduling import parameter
+from wms.services import pilots as pilots_service
+from wms.services.computing_elements import DEFAULT_BACKEND, PilotLauncher
+from wms.services.runtime import Runtime
+
+log = logging.getLogger("wms.agents.site_director")
+
+
+def site_director(runtime: Runtime, now: datetime, *, launcher: PilotLauncher) -> dict[str, Any]:
+    """One SiteDirector cycle; a report: ``pilots_changed`` (by new state),
+    ``submitted`` (queue -> pilots started), ``queues`` (queue -> waiting
+    jobs, pilots seen, pilots submitted) and ``errors`` (queue -> message)."""
+    changed = pilots_service.refresh_pilots(runtime, launcher, now)
+    resources = runtime.resources_for(None)
+    work = pilots_service.waiting_jobs_per_queue(runtime)
+    report: dict[str, Any] = {"pilots_changed": changed, "submitted": {}, "queues": {}, "errors": {}}
+    for ref in resources.queues():
+        entry = work[ref.name]
+        if entry["waiting"] == 0:
+            continue
+        params = resources.queue_parameter_map(ref)
+        backend_name = str(parameter(params, "Backend") or DEFAULT_BACKEND)
+        limits = pilots_service.QueueLimits.of(params)
+        try:
+            backend = launcher.backend(backend_name)
+            ids, counts = pilots_service.reserve_pilots(runtime, ref, backend_name, entry["waiting"], limits, now)
+            report["queues"][ref.name] = {"waiting_jobs": entry["waiting"], **counts, "new": len(ids)}
+            if not ids:
+                continue
+            argv = pilots_service.pilot_argv(ref, entry["pools"], params, limits, backend.emulates_queues,
+                                             launcher.pilot_options)
+            pilots_service.launch_pilots(runtime, launcher, ref, backend_name, ids, argv, now)
+        except Exception as exc:  # noqa: BLE001 - one queue's failure must not stop the others
+            log.exception("SiteDirector: submission to %s failed", ref.name)
+            report["errors"][ref.name] = str(exc)
+            continue
+        report["submitted"][ref.name] = len(ids)
+        log.info("SiteDirector: %d pilot(s) to %s for %d waiting job(s)", len(ids), ref.name, entry["waiting"])
+    return report
+
+
+# One launcher (and so one pilot token) per process and database.
+_launchers: dict[tuple[str, str], PilotLauncher] = {}
+_launchers_lock = threading.Lock()
+
+
+def default_launcher(runtime: Runtime, now: datetime, url: str | None = None,
+                     log_dir: str = "var/pilots") -> PilotLauncher:
+    """The process's launcher for ``runtime``'s database: created (with a new
+    pilot token) on first use, then reused. For `wms agents` / Celery, where
+    no caller holds a launcher."""
+    key = (runtime.engine.url.render_as_string(hide_password=False), url or pilots_service.server_url(runtime))
+    with _launchers_lock:
+        launcher = _launchers.get(key)
+        if launcher is None:
+            launcher = _launchers[key] = pilots_service.make_launcher(runtime, now, url=key[1], log_dir=log_dir)
+        return launcher
+
+
+def agent(launcher: PilotLauncher | None = None) -> Callable[[Runtime, datetime], dict[str, Any]]:
+    """The SiteDirector as an ``(runtime, now)`` agent for agents.registry /
+    the scheduler: with ``launcher``, or the process's default one."""
+
+    def run(runtime: Runtime, now: datetime) -> dict[str, Any]:
+        return site_director(runtime, now, launcher=launcher or default_launcher(runtime, now))
+
+    return run

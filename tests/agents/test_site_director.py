@@ -1,0 +1,252 @@
+"""The SiteDirector: pilots only where waiting jobs can run, within the
+queue's limits, with the queue's pools; two directors at once do not
+double-submit (three databases, a recording backend); and the whole loop
+with real local pilot processes against a real `wms server`."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from agents.site_director import site_director
+from tests.helpers import ADMIN, ROLAND, default_config
+from tests.servers import running_server
+from wms.config import load_config
+from wms.db import pilots as pilots_db
+from wms.db.engine import make_engine
+from wms.services import jobs as jobs_service
+from wms.services import pilots as pilots_service
+from wms.services.computing_elements import LocalBackend, PilotArgs, PilotLauncher
+from wms.services.runtime import Runtime
+from wms.services.submission import SubmitOptions, submit_jobs
+
+LOCAL = "DIRAC.Local.ch/localhost/default"
+AT_LOCAL = '[ Executable = "/bin/echo"; Arguments = "hi"; CPUTime = 300; Site = "DIRAC.Local.ch"; ]'
+
+
+class RecordingBackend:
+    """Starts nothing; remembers each submission and answers status from ``states``."""
+
+    name = "local"
+    emulates_queues = True
+
+    def __init__(self) -> None:
+        self.submissions: list[tuple[str, int, PilotArgs]] = []
+        self.states: dict[str, str] = {}
+        self.killed: list[str] = []
+        self.lock = threading.Lock()
+
+    def submit_pilots(self, queue_ref, count, pilot_args):
+        with self.lock:
+            self.submissions.append((queue_ref.name, count, pilot_args))
+        return [f"fake:{pid}" for pid in pilot_args.pilot_ids]
+
+    def status(self, refs):
+        return {ref: self.states[ref] for ref in refs if ref in self.states}
+
+    def kill(self, ref):
+        self.killed.append(ref)
+
+    def per_queue(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name, count, _ in self.submissions:
+            out[name] = out.get(name, 0) + count
+        return out
+
+
+@pytest.fixture
+def backend() -> RecordingBackend:
+    return RecordingBackend()
+
+
+@pytest.fixture
+def launcher(backend) -> PilotLauncher:
+    return PilotLauncher(url="http://127.0.0.1:9", token="wms_test", backends={"local": backend})
+
+
+def submit(runtime, now, *texts):
+    return submit_jobs(runtime, ROLAND, [(f"j{i}.jdl", t) for i, t in enumerate(texts)], SubmitOptions(), now)
+
+
+def option(argv, name):
+    return argv[list(argv).index(name) + 1]
+
+
+def recorded(runtime):
+    with runtime.engine.connect() as conn:
+        return pilots_db.list_pilots(conn)
+
+
+@pytest.mark.databases
+def test_no_waiting_job_no_pilot(runtime, now, launcher, backend):
+    report = site_director(runtime, now, launcher=launcher)
+    assert report["submitted"] == {} and backend.submissions == [] and recorded(runtime) == []
+
+
+@pytest.mark.databases
+def test_pilots_only_where_jobs_can_run_within_the_queue_limits(runtime, now, launcher, backend):
+    submit(runtime, now, *[AT_LOCAL] * 6)          # local queue: MaxWaitingPilots 2, MaxTotalPilots 4, slots 4
+    report = site_director(runtime, now, launcher=launcher)
+    assert report["submitted"] == {LOCAL: 2} and backend.per_queue() == {LOCAL: 2}
+    [(name, count, args)] = backend.submissions
+    assert option(args.argv, "--site") == "DIRAC.Local.ch" and option(args.argv, "--queue") == "default"
+    assert option(args.argv, "--pools") == ""                   # no Requirements: no pool
+    assert option(args.argv, "--platform") == "x86_64-el9"      # the local backend emulates the queue
+    assert "--token" not in args.argv and args.token == "wms_test"
+    pilots = recorded(runtime)
+    assert [(p["state"], p["backend"], p["backend_ref"]) for p in pilots] == [
+        ("Submitted", "local", f"fake:{p['pilot_id']}") for p in pilots]
+    assert set(args.pilot_ids) == {p["pilot_id"] for p in pilots}
+
+    # Both still waiting: MaxWaitingPilots reached, nothing more.
+    assert site_director(runtime, now, launcher=launcher)["submitted"] == {}
+    # They start: two more may wait, up to MaxTotalPilots 4.
+    backend.states = {p["backend_ref"]: "Running" for p in pilots}
+    later = now + timedelta(seconds=60)
+    report = site_director(runtime, later, launcher=launcher)
+    assert report["pilots_changed"] == {"Running": 2} and report["submitted"] == {LOCAL: 2}
+    backend.states.update({f"fake:{pid}": "Running" for pid in backend.submissions[-1][2].pilot_ids})
+    assert site_director(runtime, later, launcher=launcher)["submitted"] == {}
+    assert len(recorded(runtime)) == 4
+    # Two end: room for two again, as long as jobs wait.
+    for ref in list(backend.states)[:2]:
+        backend.states[ref] = "Done"
+    report = site_director(runtime, later, launcher=launcher)
+    assert report["pilots_changed"] == {"Done": 2} and report["submitted"] == {LOCAL: 2}
+
+
+@pytest.mark.databases
+def test_the_queue_pools_go_to_the_pilots_and_other_queues_get_none(runtime, now, launcher, backend):
+    wants_v2 = ('[ Executable = "/bin/true"; CPUTime = 300; Site = {"DIRAC.Local.ch", "LCG.RAL.uk"};'
+                ' Requirements = [ SoftwareTag = {"AppVersion2"}; ]; ]')
+    [job_id] = submit(runtime, now, wants_v2)
+    submit(runtime, now, '[ Executable = "/bin/true"; Site = "LCG.RAL.uk"; Tags = {"GPU"}; ]')   # no queue at all
+    report = site_director(runtime, now, launcher=launcher)
+    assert backend.per_queue() == {LOCAL: 1}, report                 # RAL has no AppVersion2
+    [(_, _, args)] = backend.submissions
+    pool = jobs_service.job_status(runtime, ADMIN, [job_id])[0]["SubmitPool"]
+    assert pool and option(args.argv, "--pools") == pool
+
+
+@pytest.mark.databases
+def test_two_directors_at_once_do_not_double_submit(runtime, now, launcher, backend):
+    submit(runtime, now, *[AT_LOCAL] * 10)
+    start = threading.Barrier(4)
+    reports, errors = [], []
+
+    def director():
+        try:
+            mine = Runtime.create(default_config(), runtime.engine)      # as a second process would
+            start.wait()
+            reports.append(site_director(mine, now, launcher=launcher))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=director) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    assert sum(r["submitted"].get(LOCAL, 0) for r in reports) == 2     # MaxWaitingPilots, not 4 x 2
+    assert backend.per_queue() == {LOCAL: 2} and len(recorded(runtime)) == 2
+
+
+def test_queue_limits_follow_dirac_rules():
+    limits = pilots_service.QueueLimits(max_waiting=2, max_total=4, slots=4, slots_per_pilot=1)
+    assert limits.pilots_to_submit(10, 0, 0) == 2
+    assert limits.pilots_to_submit(1, 0, 0) == 1
+    assert limits.pilots_to_submit(10, 1, 2) == 1
+    assert limits.pilots_to_submit(10, 0, 4) == 0
+    wide = pilots_service.QueueLimits(max_waiting=10, max_total=10, slots=6, slots_per_pilot=2)
+    assert wide.pilots_to_submit(10, 0, 0) == 3          # 6 slots / 2 per pilot
+    assert wide.pilots_to_submit(3, 0, 0) == 2           # ceil(3 / 2)
+
+
+# ---------------------------------------------------------------- real processes
+def test_local_backend_runs_pilots_as_processes_with_the_token_in_the_environment(tmp_path):
+    backend = LocalBackend(log_dir=tmp_path / "pilots")
+    ref_q = default_config().make_resources(None).queues()[0]
+    common = ("--site", "S", "--ce", "C", "--queue", "Q", "--pools", "", "--max-empty", "1", "--poll", "0.1",
+              "--retries", "0", "--http-timeout", "1")
+    [bad] = backend.submit_pilots(ref_q, 1, PilotArgs(url="http://127.0.0.1:9", token="", pilot_ids=("nok",),
+                                                      argv=common))
+    [good] = backend.submit_pilots(ref_q, 1, PilotArgs(url="http://127.0.0.1:9", token="wms_secret",
+                                                       pilot_ids=("ok",), argv=common))
+    pid = int(good.split(":")[1])
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert b"wms_secret" not in cmdline
+    except FileNotFoundError:
+        pass
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "Running" in backend.status([bad, good]).values():
+        time.sleep(0.1)
+    assert backend.status([bad, good]) == {bad: "Failed", good: "Done"}
+    # Another process on this host (no Popen handle) reads the exit status file.
+    LocalBackend._children.clear()
+    assert LocalBackend(log_dir=tmp_path / "pilots").status([bad, good]) == {bad: "Failed", good: "Done"}
+    assert "no token" in (tmp_path / "pilots" / "nok.log").read_text()
+    assert backend.status(["elsewhere:1:x"]) == {}
+
+
+def test_end_to_end_local_pilots_run_the_jobs(tmp_path):
+    with running_server(tmp_path) as server:
+        roland = server.token("roland", "lhcb_user", "lhcb", "user")
+        admin = server.token("admin", "lhcb_prod", "lhcb", "manager")
+        jdl = tmp_path / "local.jdl"
+        jdl.write_text('[ Executable = "/bin/sh"; Arguments = "-c \'echo ran on $HOSTNAME\'"; CPUTime = 300;'
+                       ' Site = "DIRAC.Local.ch"; Parameters = 3; JobName = "e2e_%n"; ]')
+        ids = [int(i) for i in server.json("submit", str(jdl), token=roland)["job_ids"]]
+        assert len(ids) == 3
+
+        runtime = Runtime.create(load_config(server.config), make_engine(server.env["WMS_DATABASE_URL"]))
+        from datetime import datetime, timezone
+        now = datetime.now(timezone.utc)
+        launcher = pilots_service.make_launcher(
+            runtime, now, url=server.url, log_dir=tmp_path / "pilots",
+            pilot_options=("--max-empty", "2", "--poll", "0.3", "--heartbeat", "1"))
+        report = site_director(runtime, now, launcher=launcher)
+        assert report["submitted"] == {LOCAL: 2}, report                # MaxWaitingPilots of the local queue
+        assert report["errors"] == {}
+
+        deadline = time.monotonic() + 40
+        rows = []
+        while time.monotonic() < deadline:
+            rows = server.json("status", *map(str, ids), token=roland)
+            if all(r["Status"] == "Done" for r in rows):
+                break
+            time.sleep(0.3)
+        assert [r["Status"] for r in rows] == ["Done"] * 3, rows
+        assert {r["Queue"] for r in rows} == {LOCAL}
+
+        # The pilots run out of work and end; the next cycle records it.
+        while time.monotonic() < deadline:
+            report = site_director(runtime, datetime.now(timezone.utc), launcher=launcher)
+            if all(p["State"] in ("Done", "Failed") for p in pilots_service.list_pilots(runtime)):
+                break
+            time.sleep(0.3)
+        with server.api(admin) as api:
+            shown = api.get("/pilots").json()
+        with server.api(roland) as api:
+            assert api.get("/pilots").status_code == 403
+        assert [p["State"] for p in shown] == ["Done", "Done"], shown
+        assert sum(p["JobsRun"] for p in shown) == 3
+        assert {p["Queue"] for p in shown} == {LOCAL} and {p["Backend"] for p in shown} == {"local"}
+        assert set(shown[0]) >= {"PilotID", "Queue", "Backend", "State", "JobsRun", "Submitted", "LastUpdate"}
+        for p in shown:
+            assert (tmp_path / "pilots" / f"{p['PilotID']}.log").exists()
+        runtime.engine.dispose()
+
+
+@pytest.mark.databases
+def test_the_registry_form_takes_runtime_and_now(runtime, now, launcher, backend):
+    from agents.site_director import agent
+    submit(runtime, now, AT_LOCAL)
+    assert agent(launcher)(runtime, now)["submitted"] == {LOCAL: 1}

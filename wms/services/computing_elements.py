@@ -1,0 +1,210 @@
+"""Computing-element backends: how the SiteDirector starts, watches and
+stops pilots on a queue.
+
+A backend is any object with
+
+* ``name``: the value of the queue's ``Backend`` parameter that selects it;
+* ``emulates_queues``: True when its pilots do not really run in the queue
+  (the ``local`` backend stands in for every queue of resources.yaml), so
+  the SiteDirector tells the pilot the queue's Platform and CPUTime instead
+  of letting it probe the node;
+* ``submit_pilots(queue_ref, count, pilot_args) -> list[str]``: start
+  ``count`` pilots, returning one backend reference per pilot, in the order
+  of ``pilot_args.pilot_ids``;
+* ``status(backend_refs) -> dict[ref, state]``: the state of each pilot it
+  knows (Running, Done, Failed); a reference it cannot judge is left out,
+  and its pilot keeps its state;
+* ``kill(ref)``: stop the pilot.
+
+``local`` is the only backend so far; docs/agents.md says how to add
+``ssh``/``slurm``/``htcondor``. The pilot's bearer token reaches the pilot
+by its environment (WMS_TOKEN), never on a command line, where any user of
+the node could read it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Protocol, Sequence
+
+from wms.core.errors import InvalidInput
+from wms.core.resources import QueueRef
+
+RUNNING, DONE, FAILED = "Running", "Done", "Failed"
+DEFAULT_BACKEND = "local"
+
+
+@dataclass(frozen=True)
+class PilotArgs:
+    """What the pilots of one submission get.
+
+    ``argv`` are the ``wms-pilot`` options common to them all (``--site``,
+    ``--pools``, ...), without ``--url``, ``--token`` or ``--pilot-id``,
+    which the backend adds: ``url`` and ``pilot_ids`` as options, ``token``
+    through the environment.
+    """
+
+    url: str
+    token: str = field(repr=False)
+    pilot_ids: tuple[str, ...]
+    argv: tuple[str, ...] = ()
+
+
+class Backend(Protocol):
+    name: str
+    emulates_queues: bool
+
+    def submit_pilots(self, queue_ref: QueueRef, count: int, pilot_args: PilotArgs) -> list[str]: ...
+
+    def status(self, backend_refs: Sequence[str]) -> dict[str, str]: ...
+
+    def kill(self, ref: str) -> None: ...
+
+
+# The wrapper writes the pilot's exit status next to its log, so any process
+# on this host (a restarted `wms up`, another Celery worker child) can tell
+# Done from Failed after the pilot is gone; $0 is the exit file.
+_WRAPPER = '"$@"; rc=$?; echo "$rc" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$rc"'
+
+
+class LocalBackend:
+    """Pilots as processes on this host (``python -m pilot``), one session each.
+
+    A pilot's reference is ``host:pid:pilot_id``. Its log goes to
+    ``log_dir/<pilot_id>.log`` and its exit status to
+    ``log_dir/<pilot_id>.exit``. Status: alive = Running, exit 0 = Done,
+    anything else (or vanished without a status) = Failed. References of
+    another host are left out of ``status``.
+    """
+
+    name = "local"
+    emulates_queues = True
+    # Processes this interpreter started, shared by every instance so that
+    # any director in the process can reap them (no zombies).
+    _children: dict[int, subprocess.Popen] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, log_dir: Path | str = "var/pilots", python: str | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.log_dir = Path(log_dir)
+        self.python = python or sys.executable
+        self.env = dict(env) if env is not None else None
+        self.host = socket.gethostname()
+
+    # -- submission ----------------------------------------------------------
+    def command(self, pilot_args: PilotArgs, pilot_id: str) -> list[str]:
+        return [self.python, "-m", "pilot", "--url", pilot_args.url, "--pilot-id", pilot_id, *pilot_args.argv]
+
+    def submit_pilots(self, queue_ref: QueueRef, count: int, pilot_args: PilotArgs) -> list[str]:
+        if count != len(pilot_args.pilot_ids):
+            raise ValueError(f"{count} pilots asked for but {len(pilot_args.pilot_ids)} pilot ids given")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(self.env if self.env is not None else os.environ)
+        env["WMS_TOKEN"] = pilot_args.token
+        env.pop("WMS_PILOT_TOKEN", None)
+        refs = []
+        for pilot_id in pilot_args.pilot_ids:
+            exit_file = self.log_dir / f"{pilot_id}.exit"
+            exit_file.unlink(missing_ok=True)
+            with open(self.log_dir / f"{pilot_id}.log", "ab") as log:
+                process = subprocess.Popen(
+                    ["/bin/sh", "-c", _WRAPPER, str(exit_file), *self.command(pilot_args, pilot_id)],
+                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True, close_fds=True,
+                )
+            with self._lock:
+                self._children[process.pid] = process
+            refs.append(f"{self.host}:{process.pid}:{pilot_id}")
+        return refs
+
+    # -- status ----------------------------------------------------------------
+    def _parse(self, ref: str) -> tuple[str, int, str] | None:
+        host, _, rest = ref.partition(":")
+        pid, _, pilot_id = rest.partition(":")
+        if not pid.isdigit() or not pilot_id:
+            return None
+        return host, int(pid), pilot_id
+
+    def status(self, backend_refs: Sequence[str]) -> dict[str, str]:
+        states: dict[str, str] = {}
+        for ref in backend_refs:
+            parsed = self._parse(ref)
+            if parsed is None or parsed[0] != self.host:
+                continue
+            _, pid, pilot_id = parsed
+            states[ref] = self._state(pid, pilot_id)
+        return states
+
+    def _state(self, pid: int, pilot_id: str) -> str:
+        with self._lock:
+            child = self._children.get(pid)
+        if child is not None:
+            code = child.poll()
+            if code is None:
+                return RUNNING
+            with self._lock:
+                self._children.pop(pid, None)
+            return DONE if code == 0 else FAILED
+        if _alive(pid):
+            return RUNNING
+        exit_file = self.log_dir / f"{pilot_id}.exit"
+        try:
+            code = exit_file.read_text().strip()
+        except OSError:
+            return FAILED
+        return DONE if code == "0" else FAILED
+
+    def kill(self, ref: str) -> None:
+        parsed = self._parse(ref)
+        if parsed is None or parsed[0] != self.host:
+            raise InvalidInput(f"not a local pilot of this host: {ref!r}")
+        pid = parsed[1]
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+
+
+def _alive(pid: int) -> bool:
+    """True if ``pid`` is a live process (a zombie is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+# Backends by the name a queue's ``Backend`` parameter gives; a launcher
+# may be given others (tests, site-specific ones).
+BACKEND_TYPES: dict[str, type] = {"local": LocalBackend}
+
+
+@dataclass
+class PilotLauncher:
+    """What the SiteDirector needs to start pilots: the server URL pilots
+    talk to, a pilot-role token, the backends by name, and extra
+    ``wms-pilot`` options for every pilot (e.g. ``--max-empty 3 --poll 5``)."""
+
+    url: str
+    token: str = field(repr=False)
+    backends: dict[str, Backend]
+    pilot_options: tuple[str, ...] = ()
+
+    def backend(self, name: str) -> Backend:
+        backend = self.backends.get(name)
+        if backend is None:
+            raise InvalidInput(f"no computing-element backend {name!r} (known: {', '.join(sorted(self.backends))})")
+        return backend

@@ -1,0 +1,328 @@
+"""Pilots and the SiteDirector's transactions (specs/002 "SiteDirectors").
+
+The SiteDirector agent (agents/site_director.py) calls, per run:
+
+1. :func:`refresh_pilots`: asks each backend for the state of the active
+   pilots and stores it, with the number of jobs each has taken;
+2. :func:`waiting_jobs_per_queue`: how many waiting jobs every configured
+   queue could run (one grouped query, then the static scheduling rules
+   per task queue in Python, cached per task queue and queue);
+3. :func:`reserve_pilots` per queue with work: under the queue's lock row,
+   counts its pilots, applies the limits and records the new pilots as
+   Submitted, in one transaction: two directors at once never both fill
+   the same shortfall (docs/agents.md);
+4. :func:`launch_pilots`: starts the reserved pilots through the queue's
+   backend and stores their backend references (or Aborted).
+
+:func:`list_pilots` is what `wms pilots` and GET /api/v1/pilots show.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from wms.core.identity import Identity
+from wms.core.resources import ParameterMap, QueueRef
+from wms.core.scheduling import SchedulingRequest, parameter, rejection
+from wms.db.engine import reading
+from wms.db import matching as match_db
+from wms.db import pilots as pilots_db
+from wms.db import pools as pools_db
+from wms.services.computing_elements import (
+    BACKEND_TYPES,
+    DEFAULT_BACKEND,
+    LocalBackend,
+    PilotArgs,
+    PilotLauncher,
+)
+from wms.services.retry import run_in_transaction
+from wms.services.runtime import Runtime
+from wms.services.tokens import create_token
+
+# A pilot recorded but never handed to its backend (the director died in
+# between) stops counting after this long.
+UNLAUNCHED_TIMEOUT = timedelta(minutes=10)
+# Limits of a queue that does not state them.
+DEFAULT_MAX_WAITING_PILOTS = 10
+DEFAULT_MAX_TOTAL_PILOTS = 100
+# Seconds added to an emulated queue's CPUTime in the pilot's --cpu-time-left.
+CPU_TIME_MARGIN = 600
+PILOT_IDENTITY = Identity(user="site-director", group="pilot", vo="all", role="pilot")
+
+
+# ---------------------------------------------------------------- the launcher
+def server_url(runtime: Runtime) -> str:
+    """The URL pilots talk to: WMS_URL, else wms.yaml ``bind`` (a wildcard address as loopback)."""
+    url = os.environ.get("WMS_URL")
+    if url:
+        return url
+    host, port = runtime.config.settings.bind_host, runtime.config.settings.bind_port
+    if host in ("0.0.0.0", "", "::"):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def make_launcher(
+    runtime: Runtime,
+    now: datetime,
+    *,
+    url: str | None = None,
+    log_dir: Path | str = "var/pilots",
+    pilot_options: Sequence[str] = (),
+    identity: Identity = PILOT_IDENTITY,
+    backends: Mapping[str, Any] | None = None,
+) -> PilotLauncher:
+    """A launcher with a NEW pilot-role token (create it once, keep it).
+
+    ``backends`` default to one of each type in BACKEND_TYPES (the local one
+    writing pilot logs to ``log_dir``).
+    """
+    token = create_token(runtime.engine, identity, now, description="SiteDirector pilots")
+    if backends is None:
+        backends = {name: (kind(log_dir=log_dir) if kind is LocalBackend else kind())
+                    for name, kind in BACKEND_TYPES.items()}
+    return PilotLauncher(url=url or server_url(runtime), token=token, backends=dict(backends),
+                         pilot_options=tuple(pilot_options))
+
+
+# ---------------------------------------------------------------- reading
+def list_pilots(runtime: Runtime) -> list[dict[str, Any]]:
+    """Every pilot, oldest first, as `wms pilots` shows them."""
+    with reading(runtime.engine) as conn:
+        rows = pilots_db.list_pilots(conn)
+    return [pilot_view(row) for row in rows]
+
+
+def pilot_view(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "PilotID": row["pilot_id"],
+        "Queue": f"{row['site']}/{row['ce']}/{row['queue']}",
+        "Backend": row["backend"],
+        "BackendRef": row["backend_ref"],
+        "State": row["state"],
+        "JobsRun": row["jobs_run"],
+        "Submitted": row["submitted"].isoformat(),
+        "LastUpdate": row["last_update"].isoformat(),
+    }
+
+
+# ---------------------------------------------------------------- 1. refresh
+def refresh_pilots(runtime: Runtime, launcher: PilotLauncher, now: datetime) -> dict[str, int]:
+    """Ask the backends about every active pilot; store states and jobs run.
+
+    Returns how many pilots changed state, by new state.
+    """
+    with reading(runtime.engine) as conn:
+        active = pilots_db.active_pilots(conn)
+    if not active:
+        return {}
+    states: dict[str, str] = {}
+    by_backend: dict[str, list[dict[str, Any]]] = {}
+    for pilot in active:
+        if pilot["backend_ref"]:
+            by_backend.setdefault(pilot["backend"], []).append(pilot)
+        elif now - pilot["submitted"] > UNLAUNCHED_TIMEOUT:
+            states[pilot["pilot_id"]] = pilots_db.ABORTED
+    for name, group in by_backend.items():
+        backend = launcher.backends.get(name)
+        if backend is None:
+            continue
+        answer = backend.status([p["backend_ref"] for p in group])
+        for pilot in group:
+            state = answer.get(pilot["backend_ref"])
+            if state is not None and state != pilot["state"]:
+                states[pilot["pilot_id"]] = state
+    ids = [p["pilot_id"] for p in active]
+
+    def store(conn) -> dict[str, int]:
+        counts = pilots_db.jobs_run(conn, ids)
+        changed: dict[str, int] = {}
+        for pilot in active:
+            pid = pilot["pilot_id"]
+            state = states.get(pid, pilot["state"])
+            jobs_run = counts.get(pid, 0)
+            if state == pilot["state"] and jobs_run == pilot["jobs_run"]:
+                continue
+            if pilots_db.set_state(conn, pid, state, now, jobs_run=jobs_run) and state != pilot["state"]:
+                changed[state] = changed.get(state, 0) + 1
+        return changed
+
+    return run_in_transaction(runtime.engine, store)
+
+
+# ---------------------------------------------------------------- 2. work per queue
+def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None = None) -> dict[str, dict[str, Any]]:
+    """For each queue (default: every configured one) by full name: its
+    ``pools`` (getSubmitPoolsForQueue) and the ``waiting`` jobs it could run.
+
+    A task queue counts for a queue if its SubmitPool is one of the queue's
+    pools (or it has none) and the static scheduling rules (Site,
+    BannedSite, Platform, CPUTime, Tags, NumberOfProcessors) allow the
+    queue, as the Matcher's static layer decides.
+
+    ``eligible`` counts every job the queue could run; ``waiting`` shares
+    each job among the queues that could run it (a job eligible on four
+    queues counts a quarter on each, rounded up per queue). DIRAC counts
+    every job on every eligible queue, so a job runnable in ten places
+    draws ten pilots; sharing keeps the pilots in proportion to the work.
+    """
+    resources = runtime.resources_for(None)
+    refs = list(queues) if queues is not None else resources.queues()
+    cache = runtime.match_cache.setdefault("director_requests", {})
+    out: dict[str, dict[str, Any]] = {}
+    with reading(runtime.engine) as conn:
+        waiting = pilots_db.waiting_jobs_by_task_queue(conn)
+        missing = [tq_id for tq_id, _, _, _ in waiting if tq_id not in cache]
+        for row in match_db.get_task_queues(conn, missing):
+            cache[row["tq_id"]] = SchedulingRequest.from_definition(json.loads(row["definition"]))
+        for ref in refs:
+            out[ref.name] = {"pools": pools_db.get_pools_for_queue(conn, ref.site, ref.ce, ref.queue), "waiting": 0}
+    verdicts = runtime.match_cache.setdefault("director_verdicts", {})
+    eligible_on: dict[int, list[str]] = {}
+    for ref in refs:
+        entry = out[ref.name]
+        entry["eligible"] = 0
+        pools = set(entry["pools"])
+        for tq_id, pool, vo, count in waiting:
+            if pool is not None and pool not in pools:
+                continue
+            key = (tq_id, ref.name)
+            allowed = verdicts.get(key)
+            if allowed is None:
+                params = runtime.resources_for(vo).queue_parameter_map(ref)
+                allowed = verdicts[key] = rejection(cache[tq_id], ref, params) is None
+            if allowed:
+                entry["eligible"] += count
+                eligible_on.setdefault(tq_id, []).append(ref.name)
+    shares: dict[str, float] = {}
+    for tq_id, _, _, count in waiting:
+        places = eligible_on.get(tq_id, [])
+        for name in places:
+            shares[name] = shares.get(name, 0.0) + count / len(places)
+    for name, entry in out.items():
+        entry["waiting"] = math.ceil(shares.get(name, 0.0) - 1e-9)
+    return out
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    max_waiting: int
+    max_total: int
+    slots: int | None          # the queue's complex_values slots; None = no limit
+    slots_per_pilot: int
+
+    @classmethod
+    def of(cls, params: ParameterMap) -> "QueueLimits":
+        max_waiting = parameter(params, "MaxWaitingPilots")
+        max_total = parameter(params, "MaxTotalPilots")
+        complex_values = parameter(params, "complex_values") or {}
+        slots = next((v for k, v in dict(complex_values).items() if str(k).lower() == "slots"), None)
+        per_pilot = parameter(params, "NumberOfProcessors")
+        return cls(
+            max_waiting=int(max_waiting) if max_waiting is not None else DEFAULT_MAX_WAITING_PILOTS,
+            max_total=int(max_total) if max_total is not None else DEFAULT_MAX_TOTAL_PILOTS,
+            slots=int(float(slots)) if slots is not None else None,
+            slots_per_pilot=max(1, int(per_pilot)) if per_pilot is not None else 1,
+        )
+
+    def pilots_to_submit(self, waiting_jobs: int, waiting_pilots: int, running_pilots: int) -> int:
+        """DIRAC's rule: enough pilots for the waiting jobs, less those already
+        waiting, within MaxWaitingPilots, MaxTotalPilots and the queue's slots."""
+        needed = math.ceil(waiting_jobs / self.slots_per_pilot) - waiting_pilots
+        room = [self.max_waiting - waiting_pilots, self.max_total - waiting_pilots - running_pilots]
+        if self.slots is not None:
+            room.append(self.slots // self.slots_per_pilot - waiting_pilots - running_pilots)
+        return max(0, min(needed, *room))
+
+
+# ---------------------------------------------------------------- 3. reserve
+def new_pilot_id(ref: QueueRef) -> str:
+    return f"{ref.site}.{ref.queue}-{secrets.token_hex(6)}".replace("/", "_").replace(":", "_")
+
+
+def reserve_pilots(
+    runtime: Runtime, ref: QueueRef, backend: str, waiting_jobs: int, limits: QueueLimits, now: datetime
+) -> tuple[list[str], dict[str, int]]:
+    """Under the queue's lock: count its pilots, record as many new Submitted
+    pilots as the limits allow. Returns their ids and the counts seen."""
+
+    def work(conn) -> tuple[list[str], dict[str, int]]:
+        pilots_db.lock_queue(conn, ref.site, ref.ce, ref.queue, now)
+        counts = pilots_db.count_by_state(conn, ref.site, ref.ce, ref.queue)
+        n = limits.pilots_to_submit(waiting_jobs, counts[pilots_db.SUBMITTED], counts[pilots_db.RUNNING])
+        ids = [new_pilot_id(ref) for _ in range(n)]
+        pilots_db.add_pilots(conn, [
+            {"pilot_id": pid, "site": ref.site, "ce": ref.ce, "queue": ref.queue, "backend": backend,
+             "state": pilots_db.SUBMITTED, "submitted": now}
+            for pid in ids
+        ])
+        return ids, counts
+
+    return run_in_transaction(runtime.engine, work)
+
+
+# ---------------------------------------------------------------- 4. launch
+def pilot_argv(ref: QueueRef, pools: Sequence[str], params: ParameterMap, limits: QueueLimits,
+               emulates_queue: bool, extra: Sequence[str] = ()) -> list[str]:
+    """The ``wms-pilot`` options for a pilot of ``ref`` serving ``pools``.
+
+    ``--pools`` is always given (an empty list serves only jobs without
+    Requirements), so the pilot never has to ask getSubmitPoolsForQueue. A
+    backend that only emulates the queue also passes the queue's Platform
+    and CPUTime, which a real node would show by itself.
+    """
+    argv = ["--site", ref.site, "--ce", ref.ce, "--queue", ref.queue, "--pools", ",".join(pools),
+            "--slots", str(limits.slots_per_pilot)]
+    if emulates_queue:
+        platform = parameter(params, "Platform")
+        if platform is not None and not isinstance(platform, (list, tuple)):
+            argv += ["--platform", str(platform)]
+        cpu_time = parameter(params, "CPUTime", "MaxCPUTime")
+        if cpu_time is not None:
+            # A margin, so that a job asking for the queue's whole CPUTime
+            # still fits once the pilot has spent a moment starting.
+            argv += ["--cpu-time-left", str(int(float(cpu_time)) + CPU_TIME_MARGIN)]
+    return [*argv, *extra]
+
+
+def launch_pilots(runtime: Runtime, launcher: PilotLauncher, ref: QueueRef, backend_name: str,
+                  pilot_ids: Sequence[str], argv: Sequence[str], now: datetime) -> list[str]:
+    """Start the reserved pilots; store their references. A backend that
+    fails marks them Aborted (and the error propagates)."""
+    if not pilot_ids:
+        return []
+    backend = launcher.backend(backend_name)
+    args = PilotArgs(url=launcher.url, token=launcher.token, pilot_ids=tuple(pilot_ids), argv=tuple(argv))
+    try:
+        refs = backend.submit_pilots(ref, len(pilot_ids), args)
+    except Exception:
+        run_in_transaction(runtime.engine, lambda conn: [
+            pilots_db.set_state(conn, pid, pilots_db.ABORTED, now) for pid in pilot_ids])
+        raise
+
+    def store(conn) -> None:
+        for pid, backend_ref in zip(pilot_ids, refs):
+            pilots_db.set_backend_ref(conn, pid, backend_ref, now)
+
+    run_in_transaction(runtime.engine, store)
+    return list(refs)
+
+
+def kill_pilot(runtime: Runtime, launcher: PilotLauncher, pilot_id: str, now: datetime) -> bool:
+    """Stop an active pilot through its backend and mark it Aborted; False if it was not active."""
+    with reading(runtime.engine) as conn:
+        pilot = pilots_db.get_pilot(conn, pilot_id)
+    if pilot is None or pilot["state"] not in pilots_db.ACTIVE_STATES:
+        return False
+    if pilot["backend_ref"]:
+        launcher.backend(pilot["backend"]).kill(pilot["backend_ref"])
+    return run_in_transaction(runtime.engine, lambda conn: pilots_db.set_state(conn, pilot_id, pilots_db.ABORTED, now))
