@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 
-from tests.cli.conftest import REPO, WMS, free_port, wait_for
-from tests.helpers import EXAMPLES
+from tests.helpers import EXAMPLES, REPO
+from tests.servers import WMS, free_port, wait_for
 
 
 def test_submit_prints_one_id_per_line_and_status_shows_them(server, tokens):

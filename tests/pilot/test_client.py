@@ -1,36 +1,59 @@
-"""The HTTP client against a real local HTTP server."""
+"""The pilot's HTTP client against a real ``wms server`` (tests/pilot/conftest.py)."""
 
 from __future__ import annotations
 
-import socket
+import time
 
 import pytest
 
 from pilot.client import ApiError, Client, JobLost, NetworkError, load_token
-from tests.pilot.contract_server import TOKEN, ContractServer, job
+from tests.pilot.conftest import LOCAL, jdl, status, submit
+from tests.servers import free_port
+
+NO_WAITING = "no waiting job for the pools this queue serves"
 
 
-def client(url: str, **kw) -> Client:
+def client(url: str, token: str, **kw) -> Client:
     kw.setdefault("sleep", lambda s: None)
     kw.setdefault("timeout", 5)
-    return Client(url, TOKEN, **kw)
+    return Client(url, token, **kw)
 
 
-def test_calls_follow_the_contract():
-    with ContractServer([job(5, "true")], pools=["p1"]) as srv:
-        c = client(srv.url)
-        assert c.submit_pools("S", "C", "Q") == ["p1"]
-        assert srv.calls[0][3] == {"site": ["S"], "ce": ["C"], "queue": ["Q"]}
-        answer = c.request_job({"site": "S", "slots": 1})
-        assert answer["match"] is True and answer["job"]["JobID"] == 5
-        assert c.request_job({"site": "S", "slots": 1}) == {"match": False, "reason": "no job in the pools"}
-        assert c.pilot_status(5, "pid", "Running", "Application", None) == {"JobID": 5, "Status": "Running"}
-        assert srv.bodies("/jobs/5/pilot-status") == [
-            {"pilot_id": "pid", "status": "Running", "minor_status": "Application", "exit_code": None}
-        ]
-        assert c.heartbeat(5, "pid") == {"Status": "Running", "Kill": False}
-        c.output(5, "pid", "out", "err", True)
-        assert srv.bodies("/jobs/5/output") == [{"pilot_id": "pid", "stdout": "out", "stderr": "err", "truncated": True}]
+def request_body(pool: str, pilot_id: str = "pid") -> dict:
+    site, ce, queue = LOCAL
+    return {"site": site, "ce": ce, "queue": queue, "host": "wn01", "pilot_id": pilot_id, "pools": [pool],
+            "slots": 1, "platform": "x86_64-el9", "cpu_time_left": 1000, "tags": [],
+            "load": {"num_proc": 2, "arch": "lx-amd64"}}
+
+
+def matched_job(server, tokens, tmp_path, c: Client, pilot_id: str = "pid") -> int:
+    """Submit one job and have ``c`` match it for ``pilot_id``; its JobID."""
+    [job] = submit(server, tokens, tmp_path, jdl("true"))
+    answer = c.request_job(request_body(status(server, tokens, job)["SubmitPool"], pilot_id))
+    assert answer["match"] is True and answer["job"]["JobID"] == job, answer
+    return job
+
+
+def test_calls_follow_the_contract(server, tokens, tmp_path):
+    [job] = submit(server, tokens, tmp_path, jdl("echo hi"))
+    pool = status(server, tokens, job)["SubmitPool"]
+    c = client(server.url, tokens["pilot"])
+    assert pool in c.submit_pools(*LOCAL)
+    answer = c.request_job(request_body(pool))
+    assert answer["match"] is True
+    got = answer["job"]
+    assert got["JobID"] == job and got["Executable"] == "/bin/sh" and got["Arguments"] == "-c 'echo hi'"
+    assert (got["Slots"], got["Lease"], got["Environment"]) == (1, 300, {"WMS_JOB_ID": str(job)})
+    assert got["Limits"] == {"h_rt": None, "s_rt": None, "cpu_time": 300.0}
+    assert c.request_job(request_body(pool)) == {"match": False, "reason": NO_WAITING}
+    assert c.pilot_status(job, "pid", "Running", "Application", None) == {"JobID": job, "Status": "Running"}
+    assert c.heartbeat(job, "pid") == {"JobID": job, "Status": "Running", "Kill": False}
+    assert c.output(job, "pid", "out", "err", True) is None  # 204
+    assert server.json("output", str(job), token=tokens["roland"]) == {
+        "JobID": job, "stdout": "out", "stderr": "err", "truncated": True}
+    assert c.pilot_status(job, "pid", "Done", "Execution Complete", 0) == {"JobID": job, "Status": "Done"}
+    row = status(server, tokens, job)
+    assert (row["Status"], row["MinorStatus"]) == ("Done", "Execution Complete")
 
 
 def test_base_url_with_or_without_prefix():
@@ -38,47 +61,67 @@ def test_base_url_with_or_without_prefix():
     assert Client("http://h:1/api/v1", "t").base == "http://h:1/api/v1"
 
 
-def test_error_detail_and_no_retry_on_4xx():
-    with ContractServer() as srv:
-        with pytest.raises(ApiError) as err:
-            Client(srv.url, "wrong-token", sleep=lambda s: None).submit_pools("S", "C", "Q")
-        assert err.value.status == 401 and err.value.detail == "Invalid or missing token"
-        assert "HTTP 401: Invalid or missing token" in str(err.value)
-        assert len(srv.calls) == 1
+def test_error_detail_and_no_retry_on_4xx(server, tokens):
+    delays: list[float] = []
+    with pytest.raises(ApiError) as err:
+        client(server.url, "wrong-token", sleep=delays.append).submit_pools(*LOCAL)
+    assert err.value.status == 401 and err.value.detail == "invalid or expired token"
+    assert "GET /matcher/submit-pools: HTTP 401: invalid or expired token" in str(err.value)
+    with pytest.raises(ApiError) as err:
+        client(server.url, tokens["roland"], sleep=delays.append).request_job(request_body("p"))
+    assert err.value.status == 403 and err.value.detail.startswith("role 'user' may not do this")
+    with pytest.raises(ApiError) as err:  # the server validates the body: one line of detail
+        client(server.url, tokens["pilot"], sleep=delays.append).request_job({"site": "S"})
+    assert err.value.status == 422 and "\n" not in err.value.detail and "ce" in err.value.detail
+    assert delays == []  # none of them was retried
 
 
-def test_409_is_job_lost():
-    with ContractServer() as srv:
-        srv.conflict.add(9)
-        with pytest.raises(JobLost) as err:
-            client(srv.url).heartbeat(9, "pid")
-        assert err.value.detail == "Job 9 is not assigned to this pilot"
+def test_409_is_job_lost(server, tokens, tmp_path):
+    c = client(server.url, tokens["pilot"])
+    job = matched_job(server, tokens, tmp_path, c, "pid")
+    # Another pilot cannot confirm it.
+    with pytest.raises(JobLost) as err:
+        c.pilot_status(job, "other-pilot", "Running", "Application", None)
+    assert err.value.status == 409
+    assert err.value.detail == (f"job {job} is not held by pilot other-pilot in a state that allows Running "
+                                "(it is Matched)")
+    assert c.pilot_status(job, "pid", "Running", "Application", None)["Status"] == "Running"
+    # Killed meanwhile: the heartbeat says so, and the final report is refused.
+    server.ok("kill", str(job), token=tokens["roland"])
+    assert c.heartbeat(job, "pid") == {"JobID": job, "Status": "Killed", "Kill": True}
+    with pytest.raises(JobLost) as err:
+        c.pilot_status(job, "pid", "Done", "Execution Complete", 0)
+    assert err.value.detail.endswith("(it is Killed)")
+    # An unknown job is a 404, not a lost job.
+    with pytest.raises(ApiError) as err:
+        c.heartbeat(10**9, "pid")
+    assert err.value.status == 404 and not isinstance(err.value, JobLost)
 
 
-def test_5xx_is_retried_then_succeeds():
-    with ContractServer(pools=["p"]) as srv:
-        srv.fail_next = [503, 500]
-        delays: list[float] = []
-        assert client(srv.url, sleep=delays.append, retries=3).submit_pools("S", "C", "Q") == ["p"]
-        assert len(srv.calls) == 3 and len(delays) == 2
+def test_a_server_down_for_a_while_is_retried_then_answers(server, tokens):
+    """Connection refused while the server restarts: retried until it answers."""
+    delays: list[float] = []
+
+    def nap(delay: float) -> None:
+        delays.append(delay)
+        time.sleep(0.1)
+
+    server.stop()
+    try:
+        server.start(wait=False)
+        pools = client(server.url, tokens["pilot"], sleep=nap, retries=200).submit_pools(*LOCAL)
+    finally:
+        server.wait_ready()
+    assert isinstance(pools, list)
+    assert len(delays) >= 1
+    if len(delays) > 1:
         assert delays[1] > delays[0] * 0.5  # back-off grows (with jitter)
 
 
-def test_5xx_gives_up_after_the_retries():
-    with ContractServer() as srv:
-        srv.fail_next = [502] * 5
-        with pytest.raises(ApiError) as err:
-            client(srv.url, retries=2).request_job({})
-        assert err.value.status == 502 and len(srv.calls) == 3
-
-
 def test_unreachable_server_is_a_network_error():
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     tries: list[float] = []
     with pytest.raises(NetworkError):
-        client(f"http://127.0.0.1:{port}", retries=2, sleep=tries.append).request_job({})
+        client(f"http://127.0.0.1:{free_port()}", "t", retries=2, sleep=tries.append).request_job({})
     assert len(tries) == 2
 
 

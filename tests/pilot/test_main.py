@@ -1,4 +1,11 @@
-"""``wms-pilot`` as a real process against a real HTTP server speaking the contract."""
+"""``wms-pilot`` as a real process against a real ``wms server`` (tests/pilot/conftest.py).
+
+Jobs are submitted with ``wms submit`` as roland; the pilot has a pilot
+token and serves the local queue DIRAC.Local.ch/localhost/default as an
+x86_64-el9 node. What the pilot did is read back from the server: job
+states and minor statuses, the state history (with the server's times),
+and the uploaded output.
+"""
 
 from __future__ import annotations
 
@@ -7,166 +14,313 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 from pilot.main import build_parser, main, split_list
-from tests.pilot.contract_server import TOKEN, ContractServer, job
+from tests.helpers import REPO
+from tests.pilot.conftest import LOCAL, jdl, status, submit
+from tests.servers import ServerHandle, free_port
 
-REPO = Path(__file__).resolve().parents[2]
+SITE, CE, QUEUE = LOCAL
+QUEUE_NAME = "/".join(LOCAL)
+PILOT_ID = "pilot-1"
 
 
-def pilot_cmd(url: str, tmp_path: Path, *extra: str) -> list[str]:
+# -- helpers -------------------------------------------------------------------
+
+
+def pilot_cmd(server: ServerHandle, tmp_path: Path, *extra: str, site: tuple[str, str, str] = LOCAL) -> list[str]:
     return [
-        sys.executable, "-m", "pilot.main", "--url", url, "--site", "LCG.Test.ch", "--ce", "ce01",
-        "--queue", "long", "--workdir", str(tmp_path / "work"), "--poll", "0.1", "--max-empty", "2",
-        "--min-time-left", "0", "--grace", "1", "--pilot-id", "pilot-1", *extra,
+        sys.executable, "-m", "pilot.main", "--url", server.url, "--site", site[0], "--ce", site[1],
+        "--queue", site[2], "--workdir", str(tmp_path / "work"), "--poll", "0.2", "--heartbeat", "1",
+        "--max-empty", "2", "--min-time-left", "0", "--grace", "1", "--pilot-id", PILOT_ID,
+        "--platform", "x86_64-el9", *extra,
     ]
 
 
-def run_pilot(url: str, tmp_path: Path, *extra: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "WMS_TOKEN": TOKEN}
-    return subprocess.run(pilot_cmd(url, tmp_path, *extra), env=env, cwd=REPO, text=True,
+def pilot_env(tokens: dict) -> dict[str, str]:
+    return {**os.environ, "WMS_TOKEN": tokens["pilot"]}
+
+
+def run_pilot(server: ServerHandle, tokens: dict, tmp_path: Path, *extra: str, timeout: float = 30,
+              **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(pilot_cmd(server, tmp_path, *extra, **kw), env=pilot_env(tokens), cwd=REPO, text=True,
                           capture_output=True, timeout=timeout)
 
 
-def wait_for(predicate, timeout: float = 10.0) -> None:
+def start_pilot(server: ServerHandle, tokens: dict, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(pilot_cmd(server, tmp_path, *extra), env=pilot_env(tokens), cwd=REPO, text=True,
+                            stderr=subprocess.PIPE)
+
+
+def history(server: ServerHandle, tokens: dict, job_id: int) -> list[dict]:
+    with server.api(tokens["roland"]) as api:
+        return api.get(f"/jobs/{job_id}/history").raise_for_status().json()
+
+
+def wait_for_status(server: ServerHandle, tokens: dict, job_ids: list[int], wanted: str,
+                    process: subprocess.Popen | None = None, timeout: float = 15) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition never met")
+    with server.api(tokens["roland"]) as api:
+        while time.monotonic() < deadline:
+            rows = api.get("/jobs", params={"job_id": job_ids}).raise_for_status().json()
+            if all(r["Status"] == wanted for r in rows):
+                return
+            if process is not None and process.poll() is not None:
+                raise AssertionError(f"the pilot ended before jobs {job_ids} were {wanted}: {rows}")
+            time.sleep(0.05)
+    raise AssertionError(f"jobs {job_ids} never all {wanted}: {rows}")
 
 
-def test_runs_jobs_then_stops_after_empty_answers(tmp_path):
-    jobs = [job(1, "echo one; echo $WMS_JOB_ID >&2"), job(2, "exit 3", env={"X": "y"})]
-    with ContractServer(jobs, pools=["pool-a"]) as srv:
-        proc = run_pilot(srv.url, tmp_path, "--slots", "1", "--tags", "GPU, ssd")
+def interval(server: ServerHandle, tokens: dict, job_id: int) -> tuple[datetime, datetime]:
+    """When the server heard Running and the final status of a job."""
+    rows = history(server, tokens, job_id)
+    start = next(r["Time"] for r in rows if r["Status"] == "Running")
+    end = rows[-1]["Time"]
+    return datetime.fromisoformat(start), datetime.fromisoformat(end)
+
+
+def no_match_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if " no match: " in line]
+
+
+# -- the loop ------------------------------------------------------------------
+
+
+def test_runs_jobs_then_stops_after_empty_answers(server, tokens, tmp_path):
+    done, failed = submit(server, tokens, tmp_path, jdl("echo one; echo $WMS_JOB_ID >&2"), jdl("exit 3"))
+    pool = status(server, tokens, done)["SubmitPool"]
+    proc = run_pilot(server, tokens, tmp_path, "--slots", "1")
     assert proc.returncode == 0, proc.stderr
-    assert srv.statuses(1) == [("Running", "Application", None), ("Done", "Execution Complete", 0)]
-    assert srv.statuses(2) == [("Running", "Application", None), ("Failed", "Exit code 3", 3)]
-    assert srv.bodies("/jobs/1/output") == [{"pilot_id": "pilot-1", "stdout": "one\n", "stderr": "1\n",
-                                              "truncated": False}]
-    assert len(srv.bodies("/submit-pools")) == 1
-    requests = srv.bodies("/request-job")
-    assert len(requests) == 4  # two jobs, then --max-empty 2 empty answers
-    body = requests[0]
-    assert set(body) == {"site", "ce", "queue", "pools", "host", "slots", "load", "platform",
-                         "cpu_time_left", "tags", "pilot_id"}
-    assert (body["site"], body["ce"], body["queue"], body["pools"]) == ("LCG.Test.ch", "ce01", "long", ["pool-a"])
-    assert body["slots"] == 1 and body["tags"] == ["GPU", "ssd"] and body["pilot_id"] == "pilot-1"
-    assert 86300 < body["cpu_time_left"] <= 86400
-    assert set(body["load"]) == {"num_proc", "mem_total", "mem_free", "swap_total", "arch", "load_avg",
-                                 "np_load_avg"}
+
+    steps = [(h["Status"], h["MinorStatus"], h["Source"]) for h in history(server, tokens, done)][-3:]
+    assert steps == [("Matched", f"Assigned to pilot {PILOT_ID}", "Matcher"),
+                     ("Running", "Application", f"Pilot {PILOT_ID}"),
+                     ("Done", "Execution Complete", f"Pilot {PILOT_ID}")]
+    row = status(server, tokens, done)
+    assert (row["Site"], row["Queue"]) == (SITE, QUEUE_NAME)
+    assert (status(server, tokens, failed)["Status"], status(server, tokens, failed)["MinorStatus"]) == (
+        "Failed", "Exit code 3")
+    # The output, through the API as a user reads it.
+    assert server.json("output", str(done), token=tokens["roland"]) == {
+        "JobID": done, "stdout": "one\n", "stderr": f"{done}\n", "truncated": False}
+    assert server.json("output", str(failed), token=tokens["roland"])["stdout"] == ""
+    assert (tmp_path / "work" / str(done) / "std.out").read_text() == "one\n"
+    # No --pools: looked up once for the queue; then --max-empty 2 empty answers end it.
+    [pools_line] = [line for line in proc.stderr.splitlines() if "submit pools of" in line]
+    assert f"submit pools of {QUEUE_NAME}: " in pools_line and pool in pools_line
+    assert len(no_match_lines(proc.stderr)) == 2
+    assert "slot 0: 2 empty answers in a row, stopping" in proc.stderr
     # Log lines carry time, pilot id and job id.
-    assert "pilot=pilot-1 job=1 " in proc.stderr
-    assert (tmp_path / "work" / "1" / "std.out").read_text() == "one\n"
+    assert f"pilot={PILOT_ID} job={done} " in proc.stderr
 
 
-def test_given_pools_skip_submit_pools(tmp_path):
-    with ContractServer() as srv:
-        proc = run_pilot(srv.url, tmp_path, "--pools", "p1,p2", "--slots", "1", "--cpu-time-left", "500",
-                         "--platform", "x86_64-el9")
+def test_given_pools_skip_the_lookup_and_cpu_time_left_is_offered(server, tokens, tmp_path):
+    [job] = submit(server, tokens, tmp_path, jdl("echo pooled"))
+    pool = status(server, tokens, job)["SubmitPool"]
+    assert pool
+
+    other = run_pilot(server, tokens, tmp_path, "--pools", "no-such-pool", "--slots", "1")
+    assert other.returncode == 0, other.stderr
+    assert "submit pools of" not in other.stderr
+    assert "no match: no waiting job for the pools this queue serves" in other.stderr
+    assert status(server, tokens, job)["Status"] == "Waiting"
+
+    short = run_pilot(server, tokens, tmp_path, "--pools", pool, "--slots", "1", "--cpu-time-left", "200")
+    assert short.returncode == 0, short.stderr
+    assert "the pilot has 200 s left" in short.stderr or "the pilot has 199 s left" in short.stderr
+    assert status(server, tokens, job)["Status"] == "Waiting"
+
+    enough = run_pilot(server, tokens, tmp_path, "--pools", f"no-such-pool,{pool}", "--slots", "1",
+                       "--cpu-time-left", "500")
+    assert enough.returncode == 0, enough.stderr
+    assert "submit pools of" not in enough.stderr
+    assert status(server, tokens, job)["Status"] == "Done"
+
+
+def test_tags_and_load_reach_the_matcher(server, tokens, tmp_path):
+    # A ClassAd expression on the pilot's tags, and a request on a load value the pilot measures.
+    # (The Platform term keeps the ARM queue out of the job's pool, see the next test.)
+    tagged, loaded = submit(
+        server, tokens, tmp_path,
+        '[ Executable = "/bin/true"; CPUTime = 300; '
+        'Requirements = member("ssd", other.PilotTags) && other.Platform == "x86_64-el9"; ]',
+        jdl("true", 'ResourceRequests = [ mem_free = "100M"; ];'))
+    gpu = run_pilot(server, tokens, tmp_path, "--slots", "1", "--tags", "GPU")
+    assert gpu.returncode == 0, gpu.stderr
+    assert "no match: Requirements expression is not true on this pilot" in gpu.stderr
+    assert (status(server, tokens, tagged)["Status"], status(server, tokens, loaded)["Status"]) == ("Waiting", "Done")
+    ssd = run_pilot(server, tokens, tmp_path, "--slots", "1", "--tags", "GPU, ssd")
+    assert ssd.returncode == 0, ssd.stderr
+    assert status(server, tokens, tagged)["Status"] == "Done"
+
+
+def test_queue_without_pools_ends_at_once(server, tokens, tmp_path):
+    # No job of these tests may run on the ARM queue, so no pool serves it.
+    proc = run_pilot(server, tokens, tmp_path, site=("LCG.CERN.ch", "ce02.cern.ch", "arm"))
     assert proc.returncode == 0, proc.stderr
-    assert srv.bodies("/submit-pools") == []
-    body = srv.bodies("/request-job")[0]
-    assert body["pools"] == ["p1", "p2"] and body["platform"] == "x86_64-el9"
-    assert 490 <= body["cpu_time_left"] <= 500
+    assert "submit pools of LCG.CERN.ch/ce02.cern.ch/arm: none" in proc.stderr
+    assert "no submit pool for this queue: nothing to do" in proc.stderr
+    assert no_match_lines(proc.stderr) == []
 
 
-def test_queue_without_pools_ends_at_once(tmp_path):
-    with ContractServer(pools=[]) as srv:
-        proc = run_pilot(srv.url, tmp_path)
-    assert proc.returncode == 0
-    assert srv.bodies("/request-job") == []
-
-
-def test_slots_fill_concurrently_and_are_accounted(tmp_path):
-    jobs = [job(1, "sleep 1", slots=1), job(2, "sleep 1.5", slots=1), job(3, "sleep 0.2", slots=2)]
-    with ContractServer(jobs) as srv:
-        # max-empty high enough that slot 1, asking with one free slot while
-        # job 2 still runs, keeps going until job 3 fits.
-        proc = run_pilot(srv.url, tmp_path, "--slots", "2", "--max-empty", "20")
+def test_max_empty_per_slot(server, tokens, tmp_path):
+    proc = run_pilot(server, tokens, tmp_path, "--pools", "no-such-pool", "--slots", "2", "--max-empty", "3")
     assert proc.returncode == 0, proc.stderr
-    requests = srv.bodies("/request-job")
-    assert [r["slots"] for r in requests[:2]] == [2, 1]  # the second asks with what is left
-    # Jobs 1 and 2 overlapped; job 3 (2 slots) was asked for only once both were free.
-    t_run = {j: srv.times(f"/jobs/{j}/pilot-status")[0] for j in (1, 2, 3)}
-    t_end = {j: srv.times(f"/jobs/{j}/pilot-status")[-1] for j in (1, 2, 3)}
-    assert t_run[2] < t_end[1]
-    assert t_run[3] >= max(t_end[1], t_end[2])
-    assert srv.matched == [(2, 1), (1, 2), (2, 3)]
-    assert [s[0] for s in srv.statuses(3)] == ["Running", "Done"]
+    assert len(no_match_lines(proc.stderr)) == 6
+    for slot in (0, 1):
+        assert f"slot {slot}: 3 empty answers in a row, stopping" in proc.stderr
 
 
-def test_sigterm_stops_jobs_and_reports_them(tmp_path):
-    with ContractServer([job(1, "sleep 30"), job(2, "sleep 30")]) as srv:
-        env = {**os.environ, "WMS_TOKEN": TOKEN}
-        proc = subprocess.Popen(pilot_cmd(srv.url, tmp_path, "--slots", "2"), env=env, cwd=REPO,
-                                stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: len(srv.statuses(1)) == 1 and len(srv.statuses(2)) == 1)
+def test_slots_fill_concurrently_and_are_accounted(server, tokens, tmp_path):
+    # Three one-slot jobs and a two-processor job (the local queue offers
+    # NumberOfProcessors 2 in the tests' configuration) on a 3-slot pilot.
+    singles = submit(server, tokens, tmp_path, *[jdl("sleep 1")] * 3)
+    [double] = submit(server, tokens, tmp_path, jdl("sleep 0.3", "NumberOfProcessors = 2;"))
+    proc = run_pilot(server, tokens, tmp_path, "--slots", "3", "--max-empty", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert {status(server, tokens, j)["Status"] for j in [*singles, double]} == {"Done"}
+    assert f"matched job {double} (2 slot(s))" in proc.stderr
+    spans = {j: interval(server, tokens, j) for j in [*singles, double]}
+    # The three one-slot jobs ran at the same time...
+    assert max(spans[j][0] for j in singles) < min(spans[j][1] for j in singles)
+    # ...and the pilot never had more than its 3 slots busy.
+    slots = {**{j: 1 for j in singles}, double: 2}
+    for t, _ in spans.values():
+        busy = sum(slots[j] for j, (start, end) in spans.items() if start <= t < end)
+        assert busy <= 3, (t, spans)
+
+
+# -- limits and stops ------------------------------------------------------------
+
+
+def test_h_rt_from_the_match(server, tokens, tmp_path):
+    [job] = submit(server, tokens, tmp_path, jdl("sleep 30", 'ResourceRequests = [ h_rt = "0:0:2"; ];'))
+    t0 = time.monotonic()
+    proc = run_pilot(server, tokens, tmp_path, "--slots", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - t0 < 10
+    row = status(server, tokens, job)
+    assert (row["Status"], row["MinorStatus"]) == ("Failed", "Exceeded h_rt (2 s)")
+    assert "h_rt=2.0" in proc.stderr
+
+
+def test_kill_reaches_the_pilot_through_the_heartbeat(server, tokens, tmp_path):
+    [job] = submit(server, tokens, tmp_path, jdl("echo $$ > pid; exec sleep 30"))
+    proc = start_pilot(server, tokens, tmp_path, "--slots", "1")
+    try:
+        wait_for_status(server, tokens, [job], "Running", proc)
+        t0 = time.monotonic()
+        assert server.ok("kill", str(job), token=tokens["roland"]).strip() == f"{job} killed"
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert time.monotonic() - t0 < 8
+    assert "terminating: Killed" in err
+    # The pilot reported nothing after the kill: no output, no final status.
+    steps = [(h["Status"], h["Source"]) for h in history(server, tokens, job)]
+    assert steps[-2:] == [("Running", f"Pilot {PILOT_ID}"), ("Killed", "User")]
+    result = server("output", str(job), token=tokens["roland"])
+    assert result.returncode == 1 and "has no output yet" in result.stderr
+    # The job's process is gone.
+    pid = int((tmp_path / "work" / str(job) / "pid").read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        pass
+    else:
+        raise AssertionError(f"job process {pid} still alive")
+
+
+def test_a_final_report_refused_with_409_is_dropped(server, tokens, tmp_path):
+    # Killed while running, between two heartbeats: the job ends on its own,
+    # its Done is refused (HTTP 409, the job is not this pilot's any more) and
+    # the pilot goes on.
+    [job] = submit(server, tokens, tmp_path, jdl("sleep 1.5"))
+    proc = start_pilot(server, tokens, tmp_path, "--slots", "1", "--heartbeat", "60")
+    try:
+        wait_for_status(server, tokens, [job], "Running", proc)
+        with server.api(tokens["roland"]) as api:
+            assert api.post("/jobs/kill", json={"job_ids": [job]}).json()["killed"] == [job]
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "job is no longer ours" in err and "HTTP 409" in err
+    assert "Traceback" not in err
+    assert [h["Status"] for h in history(server, tokens, job)][-2:] == ["Running", "Killed"]
+    assert status(server, tokens, job)["Status"] == "Killed"
+
+
+def test_sigterm_stops_jobs_and_reports_them(server, tokens, tmp_path):
+    jobs = submit(server, tokens, tmp_path, jdl("sleep 30"), jdl("sleep 30"))
+    proc = start_pilot(server, tokens, tmp_path, "--slots", "2")
+    try:
+        wait_for_status(server, tokens, jobs, "Running", proc)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=15)
         assert time.monotonic() - t0 < 8
+    finally:
+        proc.kill()
     assert proc.returncode == 0, err
-    for j in (1, 2):
-        assert srv.statuses(j)[-1][:2] == ("Failed", "Pilot stopped")
+    for j in jobs:
+        row = status(server, tokens, j)
+        assert (row["Status"], row["MinorStatus"]) == ("Failed", "Pilot stopped")
     assert "received SIGTERM" in err
 
 
-def test_kill_from_heartbeat_and_409(tmp_path):
-    with ContractServer([job(1, "sleep 30"), job(2, "sleep 30")]) as srv:
-        srv.kill.add(1)
-        srv.conflict.add(2)  # even the Running report is refused
-        proc = run_pilot(srv.url, tmp_path, "--slots", "2", "--heartbeat", "0.3")
+def test_end_of_lifetime_stops_running_jobs(server, tokens, tmp_path):
+    [job] = submit(server, tokens, tmp_path, jdl("sleep 30"))
+    # The CPU time offered defaults to the lifetime: 1.5 s fits no 300 s job.
+    short = run_pilot(server, tokens, tmp_path, "--slots", "1", "--lifetime", "1.5")
+    assert short.returncode == 0, short.stderr
+    assert "job needs 360 s of CPU time, the pilot has 1 s left" in short.stderr
+    assert status(server, tokens, job)["Status"] == "Waiting"
+
+    t0 = time.monotonic()
+    proc = run_pilot(server, tokens, tmp_path, "--slots", "1", "--lifetime", "1.5", "--cpu-time-left", "1000")
     assert proc.returncode == 0, proc.stderr
-    assert srv.statuses(1) == [("Running", "Application", None)]
-    assert len(srv.bodies("/jobs/1/heartbeat")) == 1
-    assert srv.bodies("/jobs/1/output") == []
-    assert len(srv.bodies("/jobs/2/pilot-status")) == 1  # the refused Running, nothing after
-    assert srv.bodies("/jobs/2/heartbeat") == []
-
-
-def test_h_rt_from_the_match(tmp_path):
-    with ContractServer([job(1, "sleep 30", h_rt=1)]) as srv:
-        t0 = time.monotonic()
-        proc = run_pilot(srv.url, tmp_path, "--slots", "1")
-    assert proc.returncode == 0
     assert time.monotonic() - t0 < 10
-    assert srv.statuses(1)[-1] == ("Failed", "Exceeded h_rt (1 s)", 143)
+    row = status(server, tokens, job)
+    assert (row["Status"], row["MinorStatus"]) == ("Failed", "Pilot lifetime reached")
+
+
+def test_short_lifetime_asks_for_nothing(server, tokens, tmp_path):
+    [job] = submit(server, tokens, tmp_path, jdl("true"))
+    proc = run_pilot(server, tokens, tmp_path, "--lifetime", "100", "--min-time-left", "300")
+    assert proc.returncode == 0, proc.stderr
+    assert "less than 300: no more jobs" in proc.stderr
+    assert no_match_lines(proc.stderr) == []
+    assert status(server, tokens, job)["Status"] == "Waiting"
 
 
 def test_server_down_ends_the_pilot_cleanly(tmp_path):
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = run_pilot(f"http://127.0.0.1:{port}", tmp_path, "--retries", "1", "--slots", "1")
+    cmd = [sys.executable, "-m", "pilot.main", "--url", f"http://127.0.0.1:{free_port()}", "--site", SITE,
+           "--ce", CE, "--queue", QUEUE, "--workdir", str(tmp_path / "work"), "--poll", "0.2",
+           "--max-empty", "1", "--retries", "1", "--slots", "1", "--token", "no-server-to-check-it"]
+    proc = subprocess.run(cmd, cwd=REPO, text=True, capture_output=True, timeout=30)
     assert proc.returncode == 0
     assert "could not get the submit pools" in proc.stderr
+    assert "request-job failed" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_short_lifetime_asks_for_nothing(tmp_path):
-    with ContractServer() as srv:
-        proc = run_pilot(srv.url, tmp_path, "--lifetime", "100", "--min-time-left", "300")
-    assert proc.returncode == 0
-    assert srv.bodies("/request-job") == []
-
-
-def test_default_workdir_is_temporary_and_removed(tmp_path):
-    with ContractServer([job(1, "echo $WMS_JOB_DIR")]) as srv:
-        cmd = [c for c in pilot_cmd(srv.url, tmp_path, "--slots", "1")]
-        i = cmd.index("--workdir")
-        del cmd[i:i + 2]
-        proc = subprocess.run(cmd, env={**os.environ, "WMS_TOKEN": TOKEN}, cwd=REPO, text=True,
-                              capture_output=True, timeout=30)
+def test_default_workdir_is_temporary_and_removed(server, tokens, tmp_path):
+    [job] = submit(server, tokens, tmp_path, jdl("echo $WMS_JOB_DIR"))
+    cmd = pilot_cmd(server, tmp_path, "--slots", "1")
+    i = cmd.index("--workdir")
+    del cmd[i:i + 2]
+    proc = subprocess.run(cmd, env=pilot_env(tokens), cwd=REPO, text=True, capture_output=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
-    job_dir = Path(srv.bodies("/jobs/1/output")[0]["stdout"].strip())
-    assert job_dir.name == "1" and job_dir.parent.name.startswith("wms-pilot-")
+    job_dir = Path(server.json("output", str(job), token=tokens["roland"])["stdout"].strip())
+    assert job_dir.name == str(job) and job_dir.parent.name.startswith("wms-pilot-")
     assert not job_dir.parent.exists()
+
+
+# -- without a server ------------------------------------------------------------
 
 
 def test_usage_errors_exit_2(tmp_path, monkeypatch, capsys):
@@ -189,13 +343,3 @@ def test_defaults():
     args = build_parser().parse_args(["--site", "S", "--ce", "C", "--queue", "Q"])
     assert (args.max_empty, args.poll, args.heartbeat, args.output_limit, args.lifetime) == (3, 5.0, 60.0, 1 << 20, 86400.0)
     assert split_list(" a, b,,c ") == ["a", "b", "c"] and split_list(None) == []
-
-
-def test_end_of_lifetime_stops_running_jobs(tmp_path):
-    with ContractServer([job(1, "sleep 30")]) as srv:
-        t0 = time.monotonic()
-        proc = run_pilot(srv.url, tmp_path, "--slots", "1", "--lifetime", "1.5")
-    assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - t0 < 10
-    assert srv.statuses(1)[-1][:2] == ("Failed", "Pilot lifetime reached")
-    assert srv.bodies("/request-job")[0]["cpu_time_left"] == 1
