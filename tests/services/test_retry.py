@@ -11,9 +11,9 @@ from wms.services.retry import run_in_transaction
 pytestmark = pytest.mark.databases
 
 
-def test_a_dropped_connection_is_retried_on_a_fresh_one(db_url):
-    if not db_url.startswith(("postgresql", "mysql")):
-        pytest.skip("SQLite has no server to drop a connection")
+@pytest.mark.parametrize("backend", ["postgresql", "mariadb"])   # SQLite has no server to drop it
+def test_a_dropped_connection_is_retried_on_a_fresh_one(backend, database_factory):
+    db_url = database_factory(backend)
     engine = make_engine(db_url, pool_size=1, max_overflow=0)
     admin = make_engine(db_url, pool_size=1, max_overflow=0)
     try:
