@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from wms.services.matcher import expire_leases
+from wms.services.matcher import expire_leases, reap_stalled
 from wms.services.pools import clean_submit_pools, refresh_submit_pools
 from wms.services.runtime import Runtime
 
@@ -16,6 +16,8 @@ AGENTS: dict[str, Agent] = {
     "submit_pool_refresher": refresh_submit_pools,
     # specs/002: pools no job needs go after a grace period.
     "submit_pool_cleaner": clean_submit_pools,
-    # Matched jobs whose pilot never confirmed go back to Waiting.
-    "lease_reaper": lambda runtime, now: {"returned": expire_leases(runtime, now)},
+    # Matched jobs whose pilot never confirmed, and running jobs whose pilot
+    # fell silent, go back to Waiting (or fail after max_reschedule times).
+    "lease_reaper": lambda runtime, now: {"returned": expire_leases(runtime, now),
+                                          "stalled": reap_stalled(runtime, now)},
 }

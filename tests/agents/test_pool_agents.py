@@ -103,7 +103,7 @@ def test_the_default_agents_run_on_a_real_database(runtime, now):
     for name in scheduler.agents:
         assert scheduler.run_once(name) is not None
     assert scheduler.last_report["submit_pool_refresher"]["pools"] == 1
-    assert scheduler.last_report["lease_reaper"] == {"returned": 0}
+    assert scheduler.last_report["lease_reaper"] == {"returned": 0, "stalled": 0}
 
 
 def test_the_site_director_shares_each_job_among_the_queues_that_can_run_it(runtime, now):

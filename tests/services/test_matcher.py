@@ -204,3 +204,62 @@ def test_many_pilots_at_once_never_share_a_job_nor_overbook(runtime, now):
     assert errors == []
     assert len(got) == len(set(got)) == 4          # queue slots: 4
     assert usage(runtime) == {("queue:DIRAC.Local.ch/localhost/default", "slots"): 4.0}
+
+
+def test_a_silent_running_job_is_stalled_then_rescheduled_and_runs_elsewhere(runtime, now):
+    [job_id] = submit(runtime, now, HELLO)
+    matcher.request_job(runtime, pilot("p1"), now)
+    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
+    timeout = runtime.config.settings.heartbeat_timeout
+    assert matcher.reap_stalled(runtime, now + timedelta(seconds=timeout - 1)) == 0
+    later = now + timedelta(seconds=timeout + 1)
+    assert matcher.reap_stalled(runtime, later) == 1
+    row = status(runtime, job_id)
+    assert row["Status"] == "Waiting" and row["MinorStatus"].startswith("Rescheduled")
+    assert usage(runtime) == {}
+    statuses = [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
+    assert statuses[-3:] == ["Running", "Stalled", "Waiting"]
+    # The silent pilot comes back too late: the job is not its own any more.
+    with pytest.raises(Conflict):
+        matcher.pilot_status(runtime, PILOT, job_id, "p1", "Done", "", 0, later)
+    assert matcher.request_job(runtime, pilot("p2"), later).job["JobID"] == job_id
+
+
+def test_a_job_rescheduled_too_often_fails(runtime, now):
+    [job_id] = submit(runtime, now, HELLO)
+    lease = runtime.config.settings.match_lease
+    when = now
+    for attempt in range(runtime.config.settings.max_reschedule):
+        assert matcher.request_job(runtime, pilot(f"p{attempt}"), when).job["JobID"] == job_id
+        when = when + timedelta(seconds=lease + 1)
+        assert matcher.expire_leases(runtime, when) == 1
+        assert status(runtime, job_id)["Status"] == "Waiting"
+    matcher.request_job(runtime, pilot("last"), when)
+    when = when + timedelta(seconds=lease + 1)
+    assert matcher.expire_leases(runtime, when) == 1
+    row = status(runtime, job_id)
+    assert row["Status"] == "Failed" and "rescheduled the most times allowed" in row["MinorStatus"]
+    assert usage(runtime) == {}
+
+
+def test_two_reapers_at_once_reschedule_a_job_once(runtime, now):
+    [job_id] = submit(runtime, now, HELLO)
+    matcher.request_job(runtime, pilot("p1"), now)
+    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
+    later = now + timedelta(seconds=runtime.config.settings.heartbeat_timeout + 1)
+    counts, errors = [], []
+
+    def reap():
+        try:
+            counts.append(matcher.reap_stalled(runtime, later))
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reap) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and sum(counts) == 1
+    statuses = [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
+    assert statuses.count("Stalled") == 1 and statuses[-1] == "Waiting"

@@ -262,22 +262,54 @@ def expired_leases(conn: Connection, now: datetime, limit: int = 1000) -> list[i
     return list(conn.execute(stmt).scalars().all())
 
 
-def return_to_waiting(conn: Connection, job_ids: Sequence[int], minor_status: str, now: datetime) -> list[int]:
-    """Matched -> Waiting for jobs whose lease has run out (conditionally); the ids changed."""
-    changed = []
-    for job_id in job_ids:
-        stmt = (
-            update(jobs)
-            .where(jobs.c.job_id == job_id, jobs.c.status == "Matched", jobs.c.lease_expires < now)
-            .values(
-                status=WAITING, minor_status=minor_status, pilot_id=None, host=None, queue="",
-                lease_expires=None, matched_time=None, last_update_time=now,
-                reschedule_count=jobs.c.reschedule_count + 1,
-            )
-        )
-        if conn.execute(stmt).rowcount == 1:
-            changed.append(job_id)
-    return changed
+_CLEARED_PLACEMENT = dict(pilot_id=None, host=None, queue="", lease_expires=None, matched_time=None,
+                          start_time=None, heartbeat_time=None)
+
+
+def reschedule(
+    conn: Connection, job_id: int, from_status: str, stale: Any, *, max_reschedule: int, minor_waiting: str,
+    minor_failed: str, now: datetime,
+) -> str | None:
+    """``from_status`` -> Waiting (counting one more reschedule), or Failed
+    once the job has been rescheduled ``max_reschedule`` times; only while
+    ``stale`` (a condition on the job row) still holds. The new status, or
+    None when nothing changed (another reaper was first, or the pilot came
+    back). Two conditional updates, so concurrent reapers agree."""
+    where = (jobs.c.job_id == job_id, jobs.c.status == from_status, stale)
+    back = conn.execute(
+        update(jobs)
+        .where(*where, jobs.c.reschedule_count < max_reschedule)
+        .values(status=WAITING, minor_status=minor_waiting, last_update_time=now,
+                reschedule_count=jobs.c.reschedule_count + 1, **_CLEARED_PLACEMENT)
+    ).rowcount
+    if back:
+        return WAITING
+    failed = conn.execute(
+        update(jobs)
+        .where(*where, jobs.c.reschedule_count >= max_reschedule)
+        .values(status="Failed", minor_status=minor_failed, last_update_time=now, end_time=now, lease_expires=None)
+    ).rowcount
+    return "Failed" if failed else None
+
+
+def mark_stalled(conn: Connection, job_id: int, cut: datetime, minor_status: str, now: datetime) -> bool:
+    """Running -> Stalled for a job whose last heartbeat is older than ``cut``."""
+    stmt = (
+        update(jobs)
+        .where(jobs.c.job_id == job_id, jobs.c.status == "Running", jobs.c.heartbeat_time < cut)
+        .values(status="Stalled", minor_status=minor_status, last_update_time=now)
+    )
+    return conn.execute(stmt).rowcount == 1
+
+
+def silent_running_jobs(conn: Connection, cut: datetime, limit: int = 1000) -> list[int]:
+    stmt = (
+        select(jobs.c.job_id)
+        .where(jobs.c.status == "Running", jobs.c.heartbeat_time < cut)
+        .order_by(jobs.c.job_id)
+        .limit(limit)
+    )
+    return list(conn.execute(stmt).scalars().all())
 
 
 def store_output(conn: Connection, job_id: int, stdout: str, stderr: str, truncated: bool, now: datetime) -> None:

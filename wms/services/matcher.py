@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -41,6 +42,7 @@ from wms.services.runtime import Runtime
 SOURCE_MATCHER = "Matcher"
 SOURCE_PILOT = "Pilot"
 SOURCE_LEASES = "LeaseReaper"
+SOURCE_STALLED = "StalledJobs"
 
 NO_WAITING = "no waiting job for the pools this queue serves"
 
@@ -409,26 +411,68 @@ def _check_pilot(identity: Identity) -> None:
 def expire_leases(runtime: Runtime, now: datetime) -> int:
     """Matched jobs whose pilot never confirmed go back to Waiting, their debits returned.
 
-    Safe to run twice at once: the status change is conditional and the
-    debits are returned in the same transaction as the change.
+    A job rescheduled ``max_reschedule`` times fails instead. Safe to run
+    twice at once: the status change is conditional and the debits are
+    returned in the same transaction as the change.
     """
     with reading(runtime.engine) as conn:
         expired = match_db.expired_leases(conn, now)
-    returned = 0
+    changed = 0
     for job_id in expired:
         def give_back(conn: Connection, job_id: int = job_id) -> int:
-            minor = "Lease expired: the pilot did not confirm the job"
-            changed = match_db.return_to_waiting(conn, [job_id], minor, now)
-            if changed:
-                match_db.release_debits(conn, changed)
-                jobs_db.add_history(conn, [{"job_id": job_id, "status": JobStatus.WAITING.value, "minor_status": minor,
-                                            "source": SOURCE_LEASES, "time": now}])
-            return len(changed)
+            new = match_db.reschedule(
+                conn, job_id, JobStatus.MATCHED.value, match_db.jobs.c.lease_expires < now,
+                max_reschedule=runtime.config.settings.max_reschedule,
+                minor_waiting="Lease expired: the pilot did not confirm the job",
+                minor_failed="Lease expired too often: the job was rescheduled the most times allowed", now=now)
+            return _after_reschedule(conn, job_id, new, SOURCE_LEASES, now)
 
-        returned += run_in_transaction(runtime.engine, give_back)
-    if returned:
+        changed += run_in_transaction(runtime.engine, give_back)
+    if changed:
         forget_waiting_task_queues(runtime)
-    return returned
+    return changed
+
+
+def reap_stalled(runtime: Runtime, now: datetime) -> int:
+    """Running jobs whose pilot fell silent become Stalled, then are rescheduled (or fail).
+
+    Silent means no heartbeat for ``heartbeat_timeout`` seconds. The lost
+    job is never lost: it goes back to Waiting with its consumables
+    returned, at most ``max_reschedule`` times (DESIGN.md; specs/004's
+    lost jobs). A late report from the old pilot gets HTTP 409.
+    """
+    cut = now - timedelta(seconds=runtime.config.settings.heartbeat_timeout)
+    with reading(runtime.engine) as conn:
+        silent = match_db.silent_running_jobs(conn, cut)
+    changed = 0
+    for job_id in silent:
+        def stall(conn: Connection, job_id: int = job_id) -> int:
+            minor = "No heartbeat from the pilot"
+            if not match_db.mark_stalled(conn, job_id, cut, minor, now):
+                return 0
+            jobs_db.add_history(conn, [{"job_id": job_id, "status": JobStatus.STALLED.value, "minor_status": minor,
+                                        "source": SOURCE_STALLED, "time": now}])
+            new = match_db.reschedule(
+                conn, job_id, JobStatus.STALLED.value, match_db.jobs.c.job_id == job_id,
+                max_reschedule=runtime.config.settings.max_reschedule,
+                minor_waiting="Rescheduled: the pilot stopped sending heartbeats",
+                minor_failed="Stalled too often: the job was rescheduled the most times allowed", now=now)
+            return _after_reschedule(conn, job_id, new, SOURCE_STALLED, now)
+
+        changed += run_in_transaction(runtime.engine, stall)
+    if changed:
+        forget_waiting_task_queues(runtime)
+    return changed
+
+
+def _after_reschedule(conn: Connection, job_id: int, new: str | None, source: str, now: datetime) -> int:
+    """Return the job's debits and record its new state; 1 if it changed."""
+    if new is None:
+        return 0
+    match_db.release_debits(conn, [job_id])
+    minor = conn.execute(select(match_db.jobs.c.minor_status).where(match_db.jobs.c.job_id == job_id)).scalar_one()
+    jobs_db.add_history(conn, [{"job_id": job_id, "status": new, "minor_status": minor, "source": source, "time": now}])
+    return 1
 
 
 def job_output(runtime: Runtime, job_id: int) -> dict[str, Any]:
