@@ -8,10 +8,13 @@ from typing import Callable
 from wms.services.matcher import expire_leases, reap_stalled
 from wms.services.pools import clean_submit_pools, refresh_submit_pools
 from wms.services.runtime import Runtime
+from wms.services.task_queues import recompute_priorities
 
 Agent = Callable[[Runtime, datetime], object]
 
 AGENTS: dict[str, Agent] = {
+    # Group shares (operations.yaml) split among each group's task queues.
+    "task_queue_priorities": recompute_priorities,
     # specs/002: the pool-to-queue map follows the Resources configuration.
     "submit_pool_refresher": refresh_submit_pools,
     # specs/002: pools no job needs go after a grace period.

@@ -98,7 +98,8 @@ def test_a_failing_agent_does_not_stop_the_others(runtime):
 def test_the_default_agents_run_on_a_real_database(runtime, now):
     submit_jobs(runtime, ROLAND, [("a.jdl", SOFTWARE)], SubmitOptions(), now)
     scheduler = Scheduler(runtime)
-    assert set(scheduler.agents) == {"submit_pool_refresher", "submit_pool_cleaner", "lease_reaper"}
+    assert set(scheduler.agents) == {"submit_pool_refresher", "submit_pool_cleaner", "lease_reaper",
+                                     "task_queue_priorities"}
     assert scheduler.periods["submit_pool_refresher"] == runtime.config.settings.submit_pool_refresh
     for name in scheduler.agents:
         assert scheduler.run_once(name) is not None
@@ -119,3 +120,31 @@ def test_the_site_director_shares_each_job_among_the_queues_that_can_run_it(runt
     assert all(c["eligible"] == 5 for c in places.values())
     # 5 jobs over 3 queues: 5/3 each, rounded up to 2, not 5 each.
     assert all(c["waiting"] == 2 for c in places.values())
+
+
+def test_group_shares_are_split_among_the_groups_task_queues(runtime, now):
+    from sqlalchemy import select
+
+    from wms.core.match.choice import weighted_order
+    from wms.db.schema import task_queues
+    from wms.services.task_queues import recompute_priorities
+
+    # lhcb_user (share 1000): two task queues, 3 and 1 waiting jobs;
+    # lhcb_prod (share 4000): one task queue.
+    submit_jobs(runtime, ROLAND, [("a.jdl", '[ Executable = "a"; CPUTime = 300; ]')] * 3, SubmitOptions(), now)
+    submit_jobs(runtime, ROLAND, [("b.jdl", '[ Executable = "b"; CPUTime = 4000; ]')], SubmitOptions(), now)
+    submit_jobs(runtime, ADMIN, [("c.jdl", '[ Executable = "c"; CPUTime = 300; ]')], SubmitOptions(), now)
+    assert recompute_priorities(runtime, now)["task_queues"] == 3
+    with runtime.engine.connect() as conn:
+        rows = conn.execute(select(task_queues.c.owner_group, task_queues.c.cpu_time, task_queues.c.priority)).all()
+    by = {(group, cpu): p for group, cpu, p in rows}
+    assert by[("lhcb_user", 360)] == 750_000 and by[("lhcb_user", 21600)] == 250_000
+    assert by[("lhcb_prod", 360)] == 4_000_000
+    # Drawn in proportion: lhcb_prod gets 4/5 of the first choices, as its share says.
+    import random
+    from collections import Counter
+
+    rng = random.Random(3)
+    groups = Counter(weighted_order([g for (g, _), _ in by.items()], list(by.values()), rng)[0] for _ in range(20_000))
+    assert abs(groups["lhcb_prod"] / 20_000 - 0.8) < 0.02
+    assert recompute_priorities(runtime, now)["changed"] == 0

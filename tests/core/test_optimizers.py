@@ -194,8 +194,8 @@ def test_different_scheduling_content_gets_another_task_queue(other):
 
 
 def test_task_queue_priority_comes_from_the_group_share():
-    assert run('[ Executable = "a"; ]').task_queue["priority"] == 1000
-    assert run('[ Executable = "a"; ]', ANDRE).task_queue["priority"] == 500
+    assert run('[ Executable = "a"; ]').task_queue["priority"] == 1000 * 1000
+    assert run('[ Executable = "a"; ]', ANDRE).task_queue["priority"] == 500 * 1000
 
 
 # ---------------------------------------------------------------- the chain itself

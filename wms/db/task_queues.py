@@ -98,3 +98,26 @@ def delete_empty_task_queues(conn: Connection) -> int:
         still_empty = task_queues.c.tq_id.in_(chunk) & ~exists().where(jobs.c.task_queue_id == task_queues.c.tq_id)
         count += conn.execute(delete(task_queues).where(still_empty)).rowcount
     return count
+
+
+def waiting_per_task_queue(conn: Connection) -> list[tuple[int, str, int]]:
+    """(tq_id, owner_group, waiting jobs) of every task queue with waiting jobs."""
+    stmt = (
+        select(task_queues.c.tq_id, task_queues.c.owner_group, func.count())
+        .join(jobs, jobs.c.task_queue_id == task_queues.c.tq_id)
+        .where(jobs.c.status == "Waiting")
+        .group_by(task_queues.c.tq_id, task_queues.c.owner_group)
+    )
+    return [(row[0], row[1], int(row[2])) for row in conn.execute(stmt).all()]
+
+
+def set_priorities(conn: Connection, priorities: dict[int, int]) -> int:
+    """Store new task-queue priorities; how many changed."""
+    changed = 0
+    for tq_id, priority in sorted(priorities.items()):
+        changed += conn.execute(
+            update(task_queues)
+            .where(task_queues.c.tq_id == tq_id, task_queues.c.priority != priority)
+            .values(priority=priority)
+        ).rowcount
+    return changed

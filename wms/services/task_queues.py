@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
-from wms.db.engine import reading
+from wms.core.shares import task_queue_priorities
 from wms.db import task_queues as tq_db
+from wms.db.engine import reading
+from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
 
 
@@ -30,3 +33,15 @@ def list_task_queues(runtime: Runtime) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def recompute_priorities(runtime: Runtime, now: datetime) -> dict[str, int]:
+    """TaskQueuePriorities agent: each group's share split among its task queues by waiting jobs."""
+    with reading(runtime.engine) as conn:
+        waiting = tq_db.waiting_per_task_queue(conn)
+    priorities = task_queue_priorities(waiting, runtime.config.operations.Shares)
+    changed = run_in_transaction(runtime.engine, lambda conn: tq_db.set_priorities(conn, priorities))
+    if changed:
+        # The Matcher draws with the priorities it cached with its candidates.
+        runtime.match_cache.pop("waiting", None)
+    return {"task_queues": len(priorities), "changed": changed}

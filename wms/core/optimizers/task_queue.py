@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from wms.core.optimizers.base import ChainEnv, Job, register
+from wms.core.shares import DEFAULT_SHARE, SCALE
 from wms.core.optimizers.job_scheduling import scheduling_request
 
 
@@ -57,5 +58,7 @@ class TaskQueue:
             "submit_pool": definition["submit_pool"],
             "cpu_time": definition["cpu_time"],
             "definition": definition,
-            "priority": int(env.operations.Shares.get(job.owner_group, 1)),
+            # In the units of core/shares.py, until the TaskQueuePriorities
+            # agent splits the group's share among its task queues.
+            "priority": SCALE * int(env.operations.Shares.get(job.owner_group, DEFAULT_SHARE)),
         }
