@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
+from sqlalchemy import Connection, bindparam, delete, exists, insert, select, update
 
 from wms.db.engine import insert_ignoring_duplicates
 from wms.db.schema import job_debits, job_jdls, job_outputs, jobs, resource_usage, task_queues
@@ -35,18 +35,6 @@ def waiting_task_queues(conn: Connection) -> list[tuple[int, int, str | None]]:
     return [(row[0], row[1], row[2]) for row in conn.execute(_WAITING_TASK_QUEUES).all()]
 
 
-def candidate_task_queues(conn: Connection, pools: Sequence[str] | None) -> list[tuple[int, int]]:
-    """(tq_id, priority) of task queues with waiting jobs that the pools may serve.
-
-    A task queue without a SubmitPool (a job without Requirements) may run on
-    any queue; ``pools=None`` means every task queue.
-    """
-    stmt = select(task_queues.c.tq_id, task_queues.c.priority).where(_HAS_WAITING)
-    if pools is not None:
-        stmt = stmt.where(or_(task_queues.c.submit_pool.is_(None), task_queues.c.submit_pool.in_(list(pools))))
-    return [(row[0], row[1]) for row in conn.execute(stmt).all()]
-
-
 def get_task_queues(conn: Connection, tq_ids: Iterable[int]) -> list[dict[str, Any]]:
     ids = list(tq_ids)
     if not ids:
@@ -57,14 +45,6 @@ def get_task_queues(conn: Connection, tq_ids: Iterable[int]) -> list[dict[str, A
 def used(conn: Connection, scope: str, resource: str) -> float:
     stmt = select(resource_usage.c.used).where(resource_usage.c.scope == scope, resource_usage.c.resource == resource)
     return float(conn.execute(stmt).scalar() or 0.0)
-
-
-def usage(conn: Connection, scopes: Sequence[str]) -> dict[tuple[str, str], float]:
-    """(scope, resource) -> amount in use, for the given scopes."""
-    stmt = select(resource_usage.c.scope, resource_usage.c.resource, resource_usage.c.used).where(
-        resource_usage.c.scope.in_(list(scopes))
-    )
-    return {(s, r): float(u) for s, r, u in conn.execute(stmt).all()}
 
 
 def all_usage(conn: Connection) -> dict[tuple[str, str], float]:
@@ -324,10 +304,3 @@ def get_output(conn: Connection, job_id: int) -> dict[str, Any] | None:
     return dict(row) if row is not None else None
 
 
-def running_usage(conn: Connection) -> list[dict[str, Any]]:
-    """Per queue: matched and running jobs and their slots (for `wms queues`)."""
-    stmt = (
-        select(jobs.c.queue, jobs.c.status, jobs.c.slots)
-        .where(jobs.c.status.in_(["Matched", "Running"]))
-    )
-    return [dict(r) for r in conn.execute(stmt).mappings().all()]

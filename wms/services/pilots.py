@@ -37,7 +37,6 @@ from wms.db import pilots as pilots_db
 from wms.db import pools as pools_db
 from wms.services.computing_elements import (
     BACKEND_TYPES,
-    DEFAULT_BACKEND,
     LocalBackend,
     PilotArgs,
     PilotLauncher,

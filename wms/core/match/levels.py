@@ -119,20 +119,6 @@ def build_levels(
             queue_level(table, request.ref, queue_complex_values))
 
 
-def usage_keys(levels: tuple[LevelValues, ...], table: ComplexTable) -> list[tuple[str, str]]:
-    """The usage rows the request's levels account: consumables with a configured capacity."""
-    keys = []
-    for level in levels:
-        if level.scope is None:
-            continue
-        for name in level.fixed:
-            cx = table.get(name)
-            if cx is not None and cx.is_consumable:
-                keys.append((level.scope, name))
-    return keys
-
-
-# ---------------------------------------------------------------- task queues
 def task_queue_view(row: Mapping[str, Any], table: ComplexTable) -> TaskQueueView:
     """A stored task queue, its requests parsed once (invalid ones are kept as an error)."""
     definition = json.loads(row["definition"]) if isinstance(row["definition"], str) else dict(row["definition"])
