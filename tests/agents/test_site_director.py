@@ -5,8 +5,6 @@ with real local pilot processes against a real `wms server`."""
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from datetime import timedelta
