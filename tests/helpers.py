@@ -23,3 +23,23 @@ PILOT = Identity(user="pilot", group="lhcb_pilot", vo="lhcb", role="pilot")
 @lru_cache(maxsize=1)
 def default_config() -> Config:
     return load_config(CONFIG_DIR)
+
+
+def run_concurrently(work, count: int) -> tuple[list, list]:
+    """Run ``work(i)`` on ``count`` threads at once; (results, exceptions)."""
+    import threading
+
+    results, errors = [], []
+
+    def call(i: int) -> None:
+        try:
+            results.append(work(i))
+        except Exception as exc:  # noqa: BLE001 - returned to the test, which asserts on it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, errors

@@ -3,13 +3,12 @@ scheduler that runs them, on SQLite, PostgreSQL and MariaDB."""
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import timedelta
 
 import pytest
 
-from tests.helpers import ADMIN, PILOT, ROLAND
+from tests.helpers import ADMIN, PILOT, ROLAND, run_concurrently
 from wms.core.match.context import PilotRequest
 from wms.services import jobs as jobs_service
 from wms.services import matcher
@@ -54,19 +53,7 @@ def test_two_cleaners_at_once_do_no_harm(runtime, now):
     [job_id] = submit_jobs(runtime, ROLAND, [("a.jdl", SOFTWARE)], SubmitOptions(), now)
     run_to_done(runtime, now, job_id)
     later = now + timedelta(seconds=runtime.config.settings.submit_pool_grace + 1)
-    reports, errors = [], []
-
-    def clean():
-        try:
-            reports.append(pools_service.clean_submit_pools(runtime, later))
-        except Exception as exc:  # noqa: BLE001 - asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=clean) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    reports, errors = run_concurrently(lambda i: pools_service.clean_submit_pools(runtime, later), 4)
     assert errors == []
     assert sum(r["pools_removed"] for r in reports) == 1
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.helpers import ADMIN, PILOT, ROLAND
+from tests.helpers import ADMIN, PILOT, ROLAND, run_concurrently
 from wms.core.errors import Conflict, InvalidInput
 from wms.core.match.context import PilotRequest
 from wms.db import matching as match_db
@@ -247,19 +247,7 @@ def test_two_reapers_at_once_reschedule_a_job_once(runtime, now):
     matcher.request_job(runtime, pilot("p1"), now)
     matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
     later = now + timedelta(seconds=runtime.config.settings.heartbeat_timeout + 1)
-    counts, errors = [], []
-
-    def reap():
-        try:
-            counts.append(matcher.reap_stalled(runtime, later))
-        except Exception as exc:  # noqa: BLE001 - asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=reap) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    counts, errors = run_concurrently(lambda i: matcher.reap_stalled(runtime, later), 4)
     assert errors == [] and sum(counts) == 1
     statuses = [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
     assert statuses.count("Stalled") == 1 and statuses[-1] == "Waiting"

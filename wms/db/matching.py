@@ -232,14 +232,15 @@ def set_pilot_status(
     return conn.execute(stmt).rowcount == 1
 
 
-def expired_leases(conn: Connection, now: datetime, limit: int = 1000) -> list[int]:
-    stmt = (
-        select(jobs.c.job_id)
-        .where(jobs.c.status == "Matched", jobs.c.lease_expires < now)
-        .order_by(jobs.c.job_id)
-        .limit(limit)
-    )
+def overdue_jobs(conn: Connection, status: str, deadline: Any, cut: datetime, limit: int = 1000) -> list[int]:
+    """Jobs in ``status`` whose ``deadline`` column is before ``cut`` (leases, heartbeats)."""
+    stmt = select(jobs.c.job_id).where(jobs.c.status == status, deadline < cut).order_by(jobs.c.job_id).limit(limit)
     return list(conn.execute(stmt).scalars().all())
+
+
+def expired_leases(conn: Connection, now: datetime) -> list[int]:
+    """Matched jobs whose lease has run out."""
+    return overdue_jobs(conn, "Matched", jobs.c.lease_expires, now)
 
 
 _CLEARED_PLACEMENT = dict(pilot_id=None, host=None, queue="", lease_expires=None, matched_time=None,
@@ -282,14 +283,9 @@ def mark_stalled(conn: Connection, job_id: int, cut: datetime, minor_status: str
     return conn.execute(stmt).rowcount == 1
 
 
-def silent_running_jobs(conn: Connection, cut: datetime, limit: int = 1000) -> list[int]:
-    stmt = (
-        select(jobs.c.job_id)
-        .where(jobs.c.status == "Running", jobs.c.heartbeat_time < cut)
-        .order_by(jobs.c.job_id)
-        .limit(limit)
-    )
-    return list(conn.execute(stmt).scalars().all())
+def silent_running_jobs(conn: Connection, cut: datetime) -> list[int]:
+    """Running jobs whose last heartbeat is older than ``cut``."""
+    return overdue_jobs(conn, "Running", jobs.c.heartbeat_time, cut)
 
 
 def store_output(conn: Connection, job_id: int, stdout: str, stderr: str, truncated: bool, now: datetime) -> None:
