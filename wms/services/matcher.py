@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -407,7 +406,14 @@ def _check_pilot(identity: Identity) -> None:
         raise Forbidden("only pilots report job status")
 
 
-# ---------------------------------------------------------------- leases
+# ---------------------------------------------------------------- leases and stalled jobs
+LEASE_EXPIRED = ("Lease expired: the pilot did not confirm the job",
+                 "Lease expired too often: the job was rescheduled the most times allowed")
+STALLED = ("Rescheduled: the pilot stopped sending heartbeats",
+           "Stalled too often: the job was rescheduled the most times allowed")
+NO_HEARTBEAT = "No heartbeat from the pilot"
+
+
 def expire_leases(runtime: Runtime, now: datetime) -> int:
     """Matched jobs whose pilot never confirmed go back to Waiting, their debits returned.
 
@@ -417,20 +423,12 @@ def expire_leases(runtime: Runtime, now: datetime) -> int:
     """
     with reading(runtime.engine) as conn:
         expired = match_db.expired_leases(conn, now)
-    changed = 0
-    for job_id in expired:
-        def give_back(conn: Connection, job_id: int = job_id) -> int:
-            new = match_db.reschedule(
-                conn, job_id, JobStatus.MATCHED.value, match_db.jobs.c.lease_expires < now,
-                max_reschedule=runtime.config.settings.max_reschedule,
-                minor_waiting="Lease expired: the pilot did not confirm the job",
-                minor_failed="Lease expired too often: the job was rescheduled the most times allowed", now=now)
-            return _after_reschedule(conn, job_id, new, SOURCE_LEASES, now)
 
-        changed += run_in_transaction(runtime.engine, give_back)
-    if changed:
-        forget_waiting_task_queues(runtime)
-    return changed
+    def give_back(conn: Connection, job_id: int) -> int:
+        return _reschedule(runtime, conn, job_id, JobStatus.MATCHED, match_db.jobs.c.lease_expires < now,
+                           LEASE_EXPIRED, SOURCE_LEASES, now)
+
+    return _each_in_own_transaction(runtime, expired, give_back)
 
 
 def reap_stalled(runtime: Runtime, now: datetime) -> int:
@@ -444,33 +442,43 @@ def reap_stalled(runtime: Runtime, now: datetime) -> int:
     cut = now - timedelta(seconds=runtime.config.settings.heartbeat_timeout)
     with reading(runtime.engine) as conn:
         silent = match_db.silent_running_jobs(conn, cut)
-    changed = 0
-    for job_id in silent:
-        def stall(conn: Connection, job_id: int = job_id) -> int:
-            minor = "No heartbeat from the pilot"
-            if not match_db.mark_stalled(conn, job_id, cut, minor, now):
-                return 0
-            jobs_db.add_history(conn, [{"job_id": job_id, "status": JobStatus.STALLED.value, "minor_status": minor,
-                                        "source": SOURCE_STALLED, "time": now}])
-            new = match_db.reschedule(
-                conn, job_id, JobStatus.STALLED.value, match_db.jobs.c.job_id == job_id,
-                max_reschedule=runtime.config.settings.max_reschedule,
-                minor_waiting="Rescheduled: the pilot stopped sending heartbeats",
-                minor_failed="Stalled too often: the job was rescheduled the most times allowed", now=now)
-            return _after_reschedule(conn, job_id, new, SOURCE_STALLED, now)
 
-        changed += run_in_transaction(runtime.engine, stall)
+    def stall(conn: Connection, job_id: int) -> int:
+        if not match_db.mark_stalled(conn, job_id, cut, NO_HEARTBEAT, now):
+            return 0
+        jobs_db.add_history(conn, [{"job_id": job_id, "status": JobStatus.STALLED.value, "minor_status": NO_HEARTBEAT,
+                                    "source": SOURCE_STALLED, "time": now}])
+        return _reschedule(runtime, conn, job_id, JobStatus.STALLED, match_db.jobs.c.job_id == job_id,
+                           STALLED, SOURCE_STALLED, now)
+
+    return _each_in_own_transaction(runtime, silent, stall)
+
+
+def _each_in_own_transaction(runtime: Runtime, job_ids: list[int], work) -> int:
+    """``work(conn, job_id)`` per job, one transaction each; how many jobs changed.
+
+    One transaction per job keeps locks short and lets one job's conflict
+    retry without redoing the others.
+    """
+    changed = 0
+    for job_id in job_ids:
+        changed += run_in_transaction(runtime.engine, lambda conn, job_id=job_id: work(conn, job_id))
     if changed:
         forget_waiting_task_queues(runtime)
     return changed
 
 
-def _after_reschedule(conn: Connection, job_id: int, new: str | None, source: str, now: datetime) -> int:
-    """Return the job's debits and record its new state; 1 if it changed."""
+def _reschedule(runtime: Runtime, conn: Connection, job_id: int, from_status: JobStatus, stale: Any,
+                minors: tuple[str, str], source: str, now: datetime) -> int:
+    """Back to Waiting (or Failed past max_reschedule), debits returned, history recorded; 1 if it changed."""
+    minor_waiting, minor_failed = minors
+    new = match_db.reschedule(conn, job_id, from_status.value, stale,
+                              max_reschedule=runtime.config.settings.max_reschedule,
+                              minor_waiting=minor_waiting, minor_failed=minor_failed, now=now)
     if new is None:
         return 0
     match_db.release_debits(conn, [job_id])
-    minor = conn.execute(select(match_db.jobs.c.minor_status).where(match_db.jobs.c.job_id == job_id)).scalar_one()
+    minor = minor_waiting if new == JobStatus.WAITING else minor_failed
     jobs_db.add_history(conn, [{"job_id": job_id, "status": new, "minor_status": minor, "source": source, "time": now}])
     return 1
 
