@@ -364,7 +364,7 @@ def run_job(
 ) -> JobResult:
     """Run ``spec`` to its end and report it; never raises for job trouble.
 
-    Reports Running as soon as the child exists, heartbeats every
+    Starts the child only once its Running report is confirmed, heartbeats every
     ``heartbeat_interval`` seconds, enforces the limits (module docstring),
     uploads the tails of stdout/stderr (``output_limit`` bytes each) and
     reports Done or Failed with the exit code.
@@ -411,6 +411,15 @@ def _run(
     if not spec.executable:
         return failed_to_start("No Executable")
 
+    # -- confirm, then start: the hand-over's second phase --------------------
+    # Nothing runs before the Matcher has recorded Running for this pilot:
+    # a job whose claim was lost or given to another pilot (lease expired)
+    # is refused here and never started twice.
+    confirmed = _report(reporter, spec, "Running", RUNNING_MINOR, None)
+    if confirmed is not True:
+        minor = "No longer this pilot's job" if confirmed is False else "Running not confirmed"
+        return JobResult(spec.job_id, "Lost", minor, None, job_dir, wall_seconds=time.monotonic() - started)
+
     limits = spec.limits
     log.info("starting %s in %s (limits h_rt=%s s_rt=%s cpu_time=%s)", shlex.join(argv), job_dir,
              limits.h_rt, limits.s_rt, limits.cpu_time)
@@ -430,13 +439,6 @@ def _run(
     child = _Child(popen)
     if limits.cpu_time is not None:
         _set_cpu_rlimit(child.pid, limits.cpu_time, grace)
-
-    # -- running: report at once, the lease is ticking ------------------------
-    if _report(reporter, spec, "Running", RUNNING_MINOR, None) is False:
-        child.terminate(grace)
-        child.reap()
-        return JobResult(spec.job_id, "Lost", "No longer this pilot's job", None, job_dir,
-                         wall_seconds=time.monotonic() - started)
 
     verdict: str | None = None  # a Failed minor status decided by the watchdog
     abandon: str | None = None  # "Killed" / "Lost": terminate, report nothing

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, exists, insert, select, update
+from sqlalchemy import ARRAY, Connection, Double, Text, bindparam, delete, exists, insert, select, text, update
+from sqlalchemy.exc import DBAPIError
 
 from wms.db.engine import insert_ignoring_duplicates
 from wms.db.schema import job_debits, job_jdls, job_outputs, jobs, resource_usage, task_queues
@@ -159,6 +160,63 @@ def claim_job(
     if conn.execute(_MARK_MATCHED, params).rowcount != 1:
         return None
     return job
+
+
+class DebitDoesNotFit(Exception):
+    """A debit of the one-call claim found its consumable full; ``index`` is its place in the list."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"debit {index} does not fit")
+        self.index = index
+
+
+DEBIT_FULL_SQLSTATE = "WMS01"
+_CLAIM_FUNCTION = text(
+    "SELECT job_id, cpu_time, jdl FROM wms_claim_job(:tq_id, :pilot, :site, :queue, :host, :slots, :lease, "
+    ":minor, :now, :source, :scopes, :resources, :amounts, :capacities)"
+).bindparams(
+    bindparam("lease", type_=jobs.c.lease_expires.type), bindparam("now", type_=jobs.c.matched_time.type),
+    bindparam("scopes", type_=ARRAY(Text)), bindparam("resources", type_=ARRAY(Text)),
+    bindparam("amounts", type_=ARRAY(Double)), bindparam("capacities", type_=ARRAY(Double)),
+)
+
+
+def claims_in_one_call(conn_or_engine: Any) -> bool:
+    """True where the claim is one function call (PostgreSQL, migration 0006)."""
+    return conn_or_engine.dialect.name == "postgresql"
+
+
+def claim_in_one_call(
+    conn: Connection,
+    tq_id: int,
+    *,
+    pilot_id: str,
+    site: str,
+    queue: str,
+    host: str,
+    slots: int,
+    lease_expires: datetime,
+    minor_status: str,
+    now: datetime,
+    source: str,
+    debits: Sequence[tuple[str, str, float, float]],
+) -> dict[str, Any] | None:
+    """The whole claim in one round trip (PostgreSQL): claim_job, every
+    debit (scope, resource, amount, capacity; given sorted) and
+    record_debits, and the Matched history entry. On an autocommit
+    connection it is its own transaction. The job or None; raises
+    DebitDoesNotFit (the claim then rolled back whole) when a consumable is full."""
+    params = {"tq_id": tq_id, "pilot": pilot_id, "site": site, "queue": queue, "host": host, "slots": slots,
+              "lease": lease_expires, "minor": minor_status, "now": now, "source": source,
+              "scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
+              "amounts": [float(d[2]) for d in debits], "capacities": [float(d[3]) for d in debits]}
+    try:
+        row = conn.execute(_CLAIM_FUNCTION, params).mappings().first()
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) == DEBIT_FULL_SQLSTATE:
+            raise DebitDoesNotFit(int(exc.orig.diag.message_detail) - 1) from None
+        raise
+    return dict(row) if row is not None else None
 
 
 def select_waiting_job(conn: Connection, tq_id: int) -> dict[str, Any] | None:

@@ -250,6 +250,8 @@ def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: da
             denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
             return None
     try:
+        if match_db.claims_in_one_call(runtime.engine):
+            return _claim_in_one_call(runtime, ctx, view, now, full)
         return run_in_transaction(runtime.engine, lambda conn: _claim(runtime, conn, ctx, view, now, full))
     except _DoesNotFit as exc:
         denials[exc.verdict.reason] = denials.get(exc.verdict.reason, 0) + 1
@@ -279,17 +281,58 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     )
     if job is None:
         return None
-    debits = levels.debits(ctx, tq)
+    debits = sorted_debits(ctx, tq)
     ensure_usage_rows(runtime, conn, [(d.scope, d.resource) for d in debits])
-    for d in sorted(debits, key=lambda d: (d.scope, d.resource)):
+    for d in debits:
         if not match_db.debit(conn, d.scope, d.resource, d.amount, d.capacity):
-            verdict = levels.full_verdict(ctx, d, match_db.used(conn, d.scope, d.resource))
-            full[(d.scope, d.resource)] = verdict
-            raise _DoesNotFit(verdict)
+            raise _DoesNotFit(_remember_full(ctx, d, match_db.used(conn, d.scope, d.resource), full))
     match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])
     jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value, "minor_status": minor,
                                 "source": SOURCE_MATCHER, "time": now}])
     return job_payload(job["job_id"], job["jdl"], tq, lease, job["cpu_time"])
+
+
+def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, now: datetime,
+                       full: dict[tuple[str, str], Verdict]) -> dict | None:
+    """_claim's transaction as one function call and one round trip (PostgreSQL)."""
+    request = ctx.request
+    lease = runtime.config.settings.match_lease
+    debits = sorted_debits(ctx, tq)
+    keys = [(d.scope, d.resource) for d in debits]
+    if not usage_rows_known(runtime, keys):
+        run_in_transaction(runtime.engine, lambda conn: ensure_usage_rows(runtime, conn, keys))
+    try:
+        job = run_in_transaction(runtime.engine, lambda conn: match_db.claim_in_one_call(
+            conn, tq.tq_id, pilot_id=request.pilot_id, site=request.site, queue=request.ref.name,
+            host=request.host, slots=tq.slots, lease_expires=now + timedelta(seconds=lease),
+            minor_status=f"Assigned to pilot {request.pilot_id}", now=now, source=SOURCE_MATCHER,
+            debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits],
+        ), single_statement=True)
+    except match_db.DebitDoesNotFit as exc:
+        d = debits[exc.index]
+        with reading(runtime.engine) as conn:
+            raise _DoesNotFit(_remember_full(ctx, d, match_db.used(conn, d.scope, d.resource), full)) from None
+    if job is None:
+        return None
+    return job_payload(job["job_id"], job["jdl"], tq, lease, job["cpu_time"])
+
+
+def sorted_debits(ctx: MatchContext, tq: TaskQueueView) -> list[levels.Debit]:
+    """The claim's debits in key order, so concurrent claimers lock usage rows in one order."""
+    return sorted(levels.debits(ctx, tq), key=lambda d: (d.scope, d.resource))
+
+
+def _remember_full(ctx: MatchContext, debit: levels.Debit, used: float,
+                   full: dict[tuple[str, str], Verdict]) -> Verdict:
+    """The denial of a full consumable, kept for the rest of the request."""
+    verdict = levels.full_verdict(ctx, debit, used)
+    full[(debit.scope, debit.resource)] = verdict
+    return verdict
+
+
+def usage_rows_known(runtime: Runtime, keys: list[tuple[str, str]]) -> bool:
+    known = runtime.match_cache.setdefault("usage_rows", {})
+    return all(key in known for key in keys)
 
 
 def ensure_usage_rows(runtime: Runtime, conn: Connection, keys: list[tuple[str, str]]) -> None:

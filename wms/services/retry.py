@@ -19,10 +19,20 @@ T = TypeVar("T")
 ATTEMPTS = 5
 
 
-def run_in_transaction(engine: Engine, work: Callable[[Connection], T], attempts: int = ATTEMPTS) -> T:
-    """Run ``work(conn)`` in a transaction; retry it whole on a retryable error."""
+def run_in_transaction(
+    engine: Engine, work: Callable[[Connection], T], attempts: int = ATTEMPTS, *, single_statement: bool = False
+) -> T:
+    """Run ``work(conn)`` in a transaction; retry it whole on a retryable error.
+
+    ``single_statement``: ``work`` runs ONE statement, which is its own
+    transaction on an autocommit connection; this saves the BEGIN and
+    COMMIT round trips (the Matcher's one-call claim).
+    """
     for attempt in range(1, attempts + 1):
         try:
+            if single_statement:
+                with engine.connect() as conn:
+                    return work(conn.execution_options(isolation_level="AUTOCOMMIT"))
             with engine.begin() as conn:
                 return work(conn)
         except DBAPIError as exc:
