@@ -24,8 +24,13 @@ ADMIN_ROLES = frozenset({"manager", "operator"})
 WILDCARD = "*"
 
 
+def set_members(usersets: Mapping[str, Sequence[str]], name: str) -> frozenset[str]:
+    """The users of user set ``name``; members written ``@other`` are nested sets."""
+    return members({f"@{key}": value for key, value in usersets.items()}, f"@{name.lstrip('@')}")
+
+
 def may_create(role: str, user: str, usersets: Mapping[str, Sequence[str]]) -> bool:
-    return role in ADMIN_ROLES or user in members(usersets, ARUSERS)
+    return role in ADMIN_ROLES or user in set_members(usersets, ARUSERS)
 
 
 def may_administer(role: str, user: str, owner: str) -> bool:
@@ -52,7 +57,7 @@ def acl_users(acl: Iterable[str], usersets: Mapping[str, Sequence[str]]) -> froz
     out: set[str] = set()
     for entry in acl:
         if entry.startswith("@"):
-            out |= members(usersets, entry[1:])
+            out |= set_members(usersets, entry[1:])
         else:
             out.add(entry)
     return frozenset(out)
@@ -84,8 +89,8 @@ def queue_denies(params: Mapping[str, Any], users: frozenset[str], acl: Iterable
                 return "the access list admits every user ('*') but the queue restricts its users"
             continue
         for name in denied_sets:
-            if user in members(usersets, name):
+            if user in set_members(usersets, name):
                 return f"user {user} is denied by xuser_lists {name}"
-        if allowed_sets and not any(user in members(usersets, name) for name in allowed_sets):
+        if allowed_sets and not any(user in set_members(usersets, name) for name in allowed_sets):
             return f"user {user} is in none of the queue's user_lists ({', '.join(allowed_sets)})"
     return None

@@ -137,6 +137,9 @@ def static_reason(table: ComplexTable, request: Request, cand: Candidate,
         return REASON_NOT_REQUESTED
     if not names_hosts and cand.host is not None:
         return REASON_NOT_REQUESTED
+    if "hostname" in request.hard and not match_pattern(str(request.hard["hostname"]), cand.host or "",
+                                                        ignore_case=True):
+        return REASON_NOT_REQUESTED
     reason = queue_denies(cand.params, acl_users(request.acl, usersets), request.acl, usersets)
     if reason:
         return reason
@@ -150,7 +153,7 @@ def static_reason(table: ComplexTable, request: Request, cand: Candidate,
         return REASON_NO_PE.format(pe=request.pe)
     for name, requested in request.hard.items():
         cx = table.resolve(name)
-        if cx.is_consumable:
+        if cx.is_consumable or cx.name == "hostname":
             continue
         offers = [offer for level in cand.levels
                   if (offer := cx_rules.effective_offer(cx, level.fixed.get(cx.name), None, level=level.level))]
