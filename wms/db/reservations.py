@@ -167,3 +167,16 @@ def jobs_of_reservation(conn: Connection, ar_id: int, statuses: Iterable[str] | 
     if statuses is not None:
         stmt = stmt.where(jobs.c.status.in_(list(statuses)))
     return [dict(r) for r in conn.execute(stmt).mappings().all()]
+
+
+def finished_jobs(conn: Connection, owner: str | None = None, limit: int = 10000) -> list[dict[str, Any]]:
+    """Accounting records: finished jobs with the reservation they ran in, newest first."""
+    final = [JobStatus.DONE.value, JobStatus.FAILED.value, JobStatus.KILLED.value]
+    stmt = (select(jobs.c.job_id, jobs.c.owner, jobs.c.owner_group, jobs.c.status, jobs.c.queue, jobs.c.host,
+                   jobs.c.slots, jobs.c.start_time, jobs.c.end_time, jobs.c.last_update_time, jobs.c.exit_code,
+                   task_queues.c.reservation_id)
+            .join(task_queues, task_queues.c.tq_id == jobs.c.task_queue_id)
+            .where(jobs.c.status.in_(final)).order_by(jobs.c.job_id.desc()).limit(limit))
+    if owner is not None:
+        stmt = stmt.where(jobs.c.owner == owner)
+    return [dict(r) for r in conn.execute(stmt).mappings().all()]

@@ -59,6 +59,7 @@ SOURCE = "ReservationManager"
 MAX_LOCK = "max_advance_reservations"
 DEFAULT_ACCOUNT = "sge"
 MAIL_FLAGS = frozenset("bean")
+ALLOCATION_RULES = ("$fill_up", "$round_robin", "$pe_slots")
 _NAME = re.compile(r"^[^\s/:@\\*?,'\"]+$")
 
 
@@ -90,6 +91,7 @@ class ReservationSpec:
     interactive: bool = False
     pe: str | None = None
     pe_slots: str | None = None
+    allocation: str | None = None
     ckpt: str | None = None
     mail_options: str = "n"
     mail_list: list[str] = field(default_factory=list)
@@ -152,16 +154,24 @@ def _request(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: d
         if slots[0] > cluster.pes[spec.pe].slots:
             raise InvalidInput(f"-pe: {slots[0]} slots requested, parallel environment {spec.pe} has "
                                f"{cluster.pes[spec.pe].slots}")
+    allocation = None
+    if spec.allocation is not None:
+        allocation = spec.allocation.strip()
+        if allocation not in ALLOCATION_RULES and not (allocation.isdigit() and int(allocation) > 0):
+            raise InvalidInput(f"-alloc: {spec.allocation!r} is not an allocation rule ($fill_up, $round_robin, "
+                               "$pe_slots or a number of slots per host)")
+        slots = parse_slot_range(spec.pe_slots or "1")
     for pattern in spec.queues:
         if not pattern.strip():
             raise InvalidInput("-q: empty queue name")
     request = Request(window=window, acl=acl, hard=hard, queue_patterns=tuple(p.strip() for p in spec.queues),
                       slots_min=slots[0], slots_max=slots[1], pe=spec.pe, ckpt=spec.ckpt or None,
-                      interactive=spec.interactive)
+                      interactive=spec.interactive, allocation=allocation)
     stored = {
         "resources": {name: cx_rules.format_value(runtime.complexes.resolve(name), value)
                       for name, value in hard.items()},
         "queues": list(request.queue_patterns), "pe": spec.pe, "pe_range": list(slots), "ckpt": spec.ckpt,
+        "allocation": allocation,
         "interactive": spec.interactive,
     }
     check_name(spec.name)
@@ -735,4 +745,21 @@ def accounting(runtime: Runtime, identity: Identity, now: datetime) -> list[dict
                         "account": row["account"], "state": row["state"], "slots": slots,
                         "reserved_slot_seconds": round(reserved), "used_slot_seconds": round(used),
                         "jobs": len(jobs)})
+    return out
+
+
+def job_accounting(runtime: Runtime, identity: Identity) -> list[dict[str, Any]]:
+    """One record per finished job, carrying its reservation id (specs/003 5.4.3.1)."""
+    owner = None if identity.role in access.ADMIN_ROLES else identity.user
+    with reading(runtime.engine) as conn:
+        rows = ar_db.finished_jobs(conn, owner)
+    out = []
+    for r in rows:
+        end = r["end_time"] or r["last_update_time"]
+        wall = (end - r["start_time"]).total_seconds() if r["start_time"] and end else 0
+        out.append({"JobID": r["job_id"], "Owner": r["owner"], "OwnerGroup": r["owner_group"], "Status": r["status"],
+                    "Queue": r["queue"], "Host": r["host"], "Slots": r["slots"],
+                    "Start": r["start_time"].isoformat() if r["start_time"] else None,
+                    "End": end.isoformat() if end else None, "WallClock": round(max(wall, 0)),
+                    "ExitCode": r["exit_code"], "AR": r["reservation_id"]})
     return out

@@ -9,8 +9,10 @@ their own:
 * every consumable the reservation takes (slots included) must be free at
   every level that manages it for the whole window, counting running jobs
   until their h_rt ends and every other reservation (calendar.py).
-A sequential request takes one queue; a parallel one (-pe) may spread its
-slots over several, as few as possible, largest free share first. A slot
+A sequential request takes one queue; a parallel one (-pe, or -alloc with
+$fill_up or $round_robin) may spread its slots over several, as few as
+possible, largest free share first; -alloc N takes at most N per queue
+(and host), -alloc $pe_slots all in one. A slot
 range takes the most slots that fit, at least its minimum. Resource quotas
 are not consulted (specs/003 "AR and Resource Quotas").
 """
@@ -69,6 +71,19 @@ class Request:
     pe: str | None = None
     ckpt: str | None = None
     interactive: bool = False
+    # -alloc: $fill_up, $round_robin, $pe_slots or slots per queue (IZ 285).
+    allocation: str | None = None
+
+    @property
+    def spreads(self) -> bool:
+        """Whether the slots may be spread over several queues (parallel, not $pe_slots)."""
+        if self.allocation is not None:
+            return self.allocation != "$pe_slots"
+        return self.pe is not None
+
+    @property
+    def per_queue(self) -> int | None:
+        return int(self.allocation) if self.allocation and self.allocation.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -224,14 +239,15 @@ def decide(table: ComplexTable, request: Request, candidates: Sequence[Candidate
     allocations: list[Allocation] = []
     bookings: list[Booking] = []
     wanted = request.slots_max
-    parallel = request.pe is not None
+    parallel = request.spreads
     # Largest free share first, so a parallel reservation spans few queues.
     order = sorted(usable, key=lambda c: (-_max_slots(table, request, c, wanted, True, work), c.label))
     for cand in order:
         if wanted == 0:
             break
         first = not allocations
-        take = _max_slots(table, request, cand, wanted, first, work)
+        cap = min(wanted, request.per_queue or wanted)
+        take = _max_slots(table, request, cand, cap, first, work)
         if not parallel and take < request.slots_min:
             take = 0
         if take == 0:
