@@ -116,6 +116,10 @@ def test_qralter_and_qrdel(server):
     deleted = command(server, "qrdel", "renamed", token=t["user1"])
     assert (deleted.returncode, deleted.stdout.strip()) == (0, "user1 deleted advance reservation 1")
     assert command(server, "qrstat", token=t["user1"]).stdout == ""
+    [record] = [r for r in server.json("accounting", "--reservations", token=t["user1"]) if r["ar_id"] == 1]
+    assert (record["state"], record["slots"], record["used_slot_seconds"]) == ("d", 1, 0)
+    killed = {r["JobID"]: r["AR"] for r in server.json("accounting", token=t["admin"])}
+    assert set(killed.values()) == {1}     # the job of reservation 1, killed with it
 
 
 def test_max_advance_reservations_exits_25(server):

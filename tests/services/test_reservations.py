@@ -16,6 +16,7 @@ from tests.reservations_config import (
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.match.context import PilotRequest
 from wms.db import matching as match_db
+from wms.services import diagnosis
 from wms.services import jobs as jobs_service
 from wms.services import matcher
 from wms.services import reservations as ar
@@ -238,6 +239,8 @@ def test_lifecycle_and_jobs_inside(runtime):
     assert matcher.request_job(runtime, pilot(queue="all.q"), start).job is None
     run_job(runtime, job, pilot(queue="other.q", host="wn1"), start)
     assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 1.0, (f"ar:{ar_id}|queue:{OTHERQ}", "slots"): 1.0}
+    overview = {row["Name"]: row["resv/used/tot"] for row in diagnosis.queues_overview(runtime)}
+    assert overview[OTHERQ] == "1/1/4" and overview[ALLQ] == "0/0/2"     # qstat -f: resv/used/tot
     # A second job of the reservation finds its only slot taken.
     [second] = submit(runtime, limited("0:10:0"), ar_id=ar_id, now=start)
     assert matcher.request_job(runtime, pilot(queue="other.q", pid="p2", host="wn2"), start).job is None
@@ -275,7 +278,10 @@ def test_job_checks_at_submission(runtime):
         submit(runtime, limited("1:0:0"), ar_id=ar_id)
     with pytest.raises(InvalidInput, match="myapp=1 is more than advance reservation"):
         submit(runtime, limited("0:10:0", '; myapp = 1'), ar_id=ar_id)
-    assert submit(runtime, limited("0:10:0"), ar_id=ar_id)
+    [job] = submit(runtime, limited("0:10:0"), ar_id=ar_id)
+    why = diagnosis.why(runtime, USER1, job, T0)
+    assert {(q["Layer"], q["Reason"]) for q in why["Queues"]} == {
+        ("reservation", f"advance reservation {ar_id} is not running (state w, starts 12/14/2030 11:00:00)")}
 
 
 def test_lost_queue_puts_the_reservation_in_error(engine, tmp_path):
