@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import PILOT, run_concurrently
 from tests.reservations_config import (
-    ALLQ, CE, MANAGER, OPERATOR, OTHERQ, SITE, USER1, USER2, USER3, reservation_config,
+    ALLQ, CE, MANAGER, OPERATOR, OTHERQ, SITE, USER1, USER2, reservation_config,
 )
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.match.context import PilotRequest
@@ -300,3 +300,25 @@ def test_lost_queue_puts_the_reservation_in_error(engine, tmp_path):
     # Back in the configuration: valid again.
     assert ar.manage(runtime, T0 + HOUR)["recovered"] == [ar_id]
     assert ar.show(runtime, USER1, [str(ar_id)])[0]["state"] == "r"
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_error_handling_soft_keeps_the_rest_usable_hard_blocks(engine, tmp_path, hard):
+    runtime = Runtime.create(reservation_config(tmp_path / "a"), engine)
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, queues=["all.q", "other.q"], pe="mpi", pe_slots="6",
+                                           hard_error=hard), T0)["ar_id"]
+    assert {g["queue"]: g["slots"] for g in ar.show(runtime, USER1, [str(ar_id)])[0]["granted"]} == {
+        ALLQ: 2, OTHERQ: 4}
+    config = reservation_config(tmp_path / "b")
+    resources = json.loads(json.dumps(config.resources))
+    resources[SITE]["CEs"][CE]["Queues"]["all.q"]["Disabled"] = "yes"
+    disabled = Runtime.create(dataclasses.replace(config, resources=resources), engine)
+    assert ar.manage(disabled, T0)["error"] == [ar_id]
+    [row] = ar.show(disabled, USER1, [str(ar_id)])
+    assert (row["state"], row["message"]) == ("E", f"queue {ALLQ} is disabled")
+    [job] = submit(disabled, limited("0:10:0"), ar_id=ar_id)
+    result = matcher.request_job(disabled, pilot(queue="other.q", host="wn1"), T0)
+    if hard:
+        assert result.job is None and "error handling is hard (-he yes)" in result.reason
+    else:
+        assert result.job is not None and result.job["JobID"] == job

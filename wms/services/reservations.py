@@ -34,15 +34,15 @@ from wms.core import complexes as cx_rules
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound, WmsError
 from wms.core.identity import Identity
 from wms.core.match import levels
-from wms.core.match.context import GLOBAL_SCOPE, LevelValues, host_scope, queue_scope
+from wms.core.match.context import LevelValues, host_scope
 from wms.core.match.reservations import ReservationView, Snapshot
 from wms.core.patterns import match_pattern
 from wms.core.quantities import format_time, parse_time
 from wms.core.reservations import access
 from wms.core.reservations.calendar import Calendar, Use
-from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, Request, decide
+from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, Request, booked_scopes, decide
 from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_state
-from wms.core.reservations.timespec import Window, make_window, parse_duration
+from wms.core.reservations.timespec import make_window, parse_duration
 from wms.core.resources import QueueRef
 from wms.core.states import FINAL_STATES, JobStatus, KILLABLE
 from wms.db import jobs as jobs_db
@@ -250,10 +250,6 @@ def read_calendar(runtime: Runtime, conn: Connection, now: datetime, exclude: in
     return calendar, frozenset(unlimited_queues), frozenset(unlimited_hosts)
 
 
-def _scopes(cands: Iterable[Candidate]) -> set[str]:
-    return {level.scope for c in cands for level in c.levels if level.scope is not None}
-
-
 def _booking_rows(decision: Decision) -> list[dict[str, Any]]:
     return [{"scope": b.scope, "resource": b.resource, "amount": b.amount, "queue": b.queue, "host": b.host or ""}
             for b in decision.bookings]
@@ -286,7 +282,7 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
     limit = runtime.config.settings.max_advance_reservations
 
     def grant(conn: Connection) -> tuple[Decision, int | None]:
-        scopes = _scopes(cands)
+        scopes = booked_scopes(runtime.complexes, request, cands, usersets)
         if limit and not spec.verify:
             scopes.add(MAX_LOCK)
         ar_db.lock_scopes(conn, scopes)

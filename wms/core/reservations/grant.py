@@ -209,6 +209,21 @@ def _shortfall(table: ComplexTable, request: Request, cand: Candidate, slots: in
     return None
 
 
+def booked_scopes(table: ComplexTable, request: Request, candidates: Sequence[Candidate],
+                  usersets: Mapping[str, Sequence[str]]) -> set[str]:
+    """The scopes a grant of ``request`` could book: those to lock while deciding.
+
+    Only candidates the configuration admits, and only levels that manage a
+    consumable the request takes; so grants in different queues do not wait
+    for each other.
+    """
+    out: set[str] = set()
+    for cand in candidates:
+        if static_reason(table, request, cand, usersets) is None:
+            out |= {level.scope for level, _, _ in _amounts(table, request, cand, 1, True)}
+    return out
+
+
 def decide(table: ComplexTable, request: Request, candidates: Sequence[Candidate], calendar: Calendar,
            usersets: Mapping[str, Sequence[str]], unlimited_queues: frozenset[str] = frozenset(),
            unlimited_hosts: frozenset[str] = frozenset()) -> Decision:
