@@ -129,3 +129,32 @@ def test_max_advance_reservations_exits_25(server):
     assert [s.returncode for s in statuses] == [0, 0, 0, 0, 25]
     assert statuses[-1].stderr.strip() == ("denied: the maximum number of advance reservations (4) is reached "
                                            "(max_advance_reservations)")
+
+
+ERROR_ROW = {
+    "ar_id": 193, "name": "", "owner": "user1", "state": "E", "start": "2030-12-18T10:00:00+00:00",
+    "end": "2030-12-19T10:00:10+00:00", "duration": "24:0:10", "submission_time": "2030-11-27T17:11:34+00:00",
+    "account": "sge", "acl": ["user1", "user2"], "resources": {"myapp": "1"}, "queues": [], "pe": "mpi",
+    "pe_range": [3, 3], "ckpt": None,
+    "granted": [{"queue": ALLQ, "host": "host1", "slots": 2}, {"queue": ALLQ, "host": "host2", "slots": 1}],
+    "slots": "host1=2,host2=1", "complex_values": "host1=myapp=2,host2=myapp=1", "mail_options": "a",
+    "mail_list": "", "hard_error": False, "message": f"queue {ALLQ} is disabled",
+}
+
+
+def test_detail_format_follows_the_spec_example():
+    from wms.cli.reservations import detail_lines, to_xml
+
+    lines = detail_lines(ERROR_ROW, explain=True)
+    assert lines[0] == "=" * 62
+    assert "ar_number:                  193" in lines
+    assert "acl_list:                   user1,user2" in lines
+    assert "duration:                   24:0:10" in lines
+    assert "slots:                      host1=2,host2=1" in lines
+    assert "complex_values:             host1=myapp=2,host2=myapp=1" in lines
+    assert f"message:                    queue {ALLQ} is disabled" in lines
+    assert "error_handling:             soft" in lines
+    root = ElementTree.fromstring(to_xml([ERROR_ROW], detail=True))
+    summary = root.find("ar_summary")
+    assert summary.findtext("state") == "E" and summary.findtext("message") == f"queue {ALLQ} is disabled"
+    assert [g.get("slots") for g in summary.find("granted_slots_list")] == ["2", "1"]
