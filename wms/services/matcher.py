@@ -27,7 +27,7 @@ from wms.core.jdl import parse_one
 from wms.core.match import levels
 from wms.core.match.choice import WeightedDraw
 from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
-from wms.core.match.reservations import ReservationLayer, adjust_debits
+from wms.core.match.reservations import ReservationLayer
 from wms.core.match.requirements import PilotRequirements, StaticRequirements
 from wms.core.match.verdict import Code, Verdict
 from wms.core.states import JobStatus
@@ -247,7 +247,7 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
 
 def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,
                denials: dict[str, int], full: dict[tuple[str, str], Verdict]) -> dict[str, Any] | None:
-    for debit in debits_of(ctx, view):
+    for debit in levels.debits(ctx, view):
         verdict = full.get((debit.scope, debit.resource))
         # Full at a capacity at least this debit's (reservations may lower it per task queue).
         if verdict is not None and verdict.detail.get("capacity", debit.capacity) >= debit.capacity:
@@ -283,7 +283,7 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     )
     if job is None:
         return None
-    debits = debits_of(ctx, tq)
+    debits = levels.debits(ctx, tq)
     ensure_usage_rows(runtime, conn, [(d.scope, d.resource) for d in debits])
     for d in sorted(debits, key=lambda d: (d.scope, d.resource)):
         if not match_db.debit(conn, d.scope, d.resource, d.amount, d.capacity):
@@ -294,11 +294,6 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value, "minor_status": minor,
                                 "source": SOURCE_MATCHER, "time": now}])
     return job_payload(job["job_id"], job["jdl"], tq, lease, job["cpu_time"])
-
-
-def debits_of(ctx: MatchContext, tq: TaskQueueView) -> list[levels.Debit]:
-    """What the job takes, reservations applied (its own reservation's rows, or capacity others booked)."""
-    return adjust_debits(ctx, tq, levels.debits(ctx, tq))
 
 
 def ensure_usage_rows(runtime: Runtime, conn: Connection, keys: list[tuple[str, str]]) -> None:
