@@ -322,3 +322,12 @@ def test_error_handling_soft_keeps_the_rest_usable_hard_blocks(engine, tmp_path,
         assert result.job is None and "error handling is hard (-he yes)" in result.reason
     else:
         assert result.job is not None and result.job["JobID"] == job
+
+
+def test_a_job_without_h_rt_gets_the_reservations_limit(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, duration="1:0:0", queues=["other.q"]), T0)["ar_id"]
+    ar.manage(runtime, T0)
+    [job] = submit(runtime, '[ Executable = "/bin/true"; CPUTime = 300; ]', ar_id=ar_id)
+    result = matcher.request_job(runtime, pilot(queue="other.q", host="wn1"), T0)
+    assert result.job["JobID"] == job
+    assert result.job["Limits"]["h_rt"] == 3600 - 60      # duration minus duration_offset

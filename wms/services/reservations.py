@@ -670,9 +670,12 @@ def _matcher_view(row: dict[str, Any], bookings: list[dict[str, Any]]) -> Reserv
 
 
 def check_job(runtime: Runtime, identity: Identity, ar_id: int, hard: dict[str, Any], slots: int,
-              now: datetime) -> None:
+              now: datetime) -> float:
     """A job asking for reservation ``ar_id`` (specs/003 5.3.2.1): it exists, the user is on its
-    access list, its h_rt fits, and it requests only what the reservation holds."""
+    access list, its h_rt fits, and it requests only what the reservation holds.
+
+    Returns the runtime limit every job of the reservation has (specs/003
+    5.2.2.1.1): the reservation's duration minus duration_offset."""
     with reading(runtime.engine) as conn:
         row = ar_db.get(conn, ar_id)
         bookings = ar_db.bookings_of(conn, [ar_id])[ar_id] if row else []
@@ -704,6 +707,9 @@ def check_job(runtime: Runtime, identity: Identity, ar_id: int, hard: dict[str, 
     if slots > reserved.get("slots", 0):
         raise InvalidInput(f"-ar: {slots} slots requested, advance reservation {ar_id} holds "
                            f"{int(reserved.get('slots', 0))}")
+    if window <= 0:
+        raise InvalidInput(f"-ar: advance reservation {ar_id} is shorter than duration_offset: no job fits")
+    return window
 
 
 def reserved_slots(runtime: Runtime) -> dict[str, float]:

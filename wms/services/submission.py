@@ -125,7 +125,7 @@ def submit_jobs(
     complexes_service.sync(runtime)
     env = runtime.chain_env(now)
     jobs = run_chain(runtime, env, identity, parsed)
-    check_reservations(runtime, identity, jobs, now)
+    check_reservations(runtime, env, identity, jobs, now)
 
     task_queues = {}
     for job in jobs:
@@ -177,23 +177,30 @@ def submit_jobs(
     return ids
 
 
-def check_reservations(runtime: Runtime, identity: Identity, jobs: list[Job], now: datetime) -> None:
-    """Jobs asking for an advance reservation (-ar, Reservation) are checked against it (specs/003 5.3.2.1)."""
-    seen = set()
+def check_reservations(runtime: Runtime, env: ChainEnv, identity: Identity, jobs: list[Job], now: datetime) -> None:
+    """Jobs asking for an advance reservation (-ar, Reservation) are checked against it (specs/003 5.3.2.1).
+
+    A job that states no h_rt gets the reservation's limit (its duration
+    minus duration_offset, specs/003 5.2.2.1.1), so its pilot stops it in
+    time; its task queue is filed again with that limit.
+    """
+    limits: dict[tuple, float] = {}
+    refile = next((executor for executor in runtime.chain if getattr(executor, "name", "") == "TaskQueue"), None)
     for job in jobs:
         ar_id = job.description.reservation
         if ar_id is None:
             continue
-        hard = job.hard_requests or {}
+        hard = dict(job.hard_requests or {})
         slots = int(job.task_queue["definition"].get("number_of_processors") or 1)
         key = (ar_id, tuple(sorted(hard.items())), slots)
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            reservations_service.check_job(runtime, identity, ar_id, hard, slots, now)
-        except WmsError as exc:
-            raise type(exc)(f"{job.source}: {exc}") from None
+        if key not in limits:
+            try:
+                limits[key] = reservations_service.check_job(runtime, identity, ar_id, hard, slots, now)
+            except WmsError as exc:
+                raise type(exc)(f"{job.source}: {exc}") from None
+        if "h_rt" not in hard and refile is not None:
+            job.hard_requests = {**hard, "h_rt": limits[key]}
+            refile.process(job, env)
 
 
 def _entry(job_id: int, status: JobStatus, minor: str, source: str, now: datetime) -> dict:

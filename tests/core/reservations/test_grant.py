@@ -169,3 +169,28 @@ def test_creators_and_access_lists() -> None:
         parse_acl(["@nope"], USERSETS)
     assert on_acl("user2", ("@team",), USERSETS) and not on_acl("user3", ("@team",), USERSETS)
     assert queue_denies({"xuser_lists": "NONE"}, frozenset({"user3"}), (), USERSETS) is None
+
+
+def test_alloc_rules() -> None:
+    queues = [cand("S/c/a", slots=4), cand("S/c/b", slots=4)]
+    fill = decide(TABLE, req(allocation="$fill_up", slots_min=6, slots_max=6), queues, Calendar(), USERSETS)
+    assert sorted(a.slots for a in fill.allocations) == [2, 4]
+    per_queue = decide(TABLE, req(allocation="3", slots_min=6, slots_max=6), queues, Calendar(), USERSETS)
+    assert [a.slots for a in per_queue.allocations] == [3, 3]
+    one_queue = decide(TABLE, req(allocation="$pe_slots", slots_min=6, slots_max=6), queues, Calendar(), USERSETS)
+    assert not one_queue.granted
+    assert decide(TABLE, req(allocation="$pe_slots", slots_min=4, slots_max=4), queues, Calendar(),
+                  USERSETS).allocations[0].slots == 4
+
+
+def test_a_job_consumable_is_charged_once() -> None:
+    table = ComplexTable.with_user_complexes([
+        {"name": "lic", "shortcut": "lic", "type": "INT", "relop": "<=", "requestable": "YES",
+         "consumable": "JOB", "default": 0, "urgency": 0}])
+    queues = [Candidate("S/c/a", None, {}, (LevelValues("global", {"lic": 1}, scope="global"),
+                                            LevelValues("queue", {"slots": 2}, scope="queue:S/c/a"))),
+              Candidate("S/c/b", None, {}, (LevelValues("global", {"lic": 1}, scope="global"),
+                                            LevelValues("queue", {"slots": 2}, scope="queue:S/c/b")))]
+    decision = decide(table, req(pe="mpi", slots_min=4, slots_max=4, hard={"lic": 1}), queues, Calendar(), USERSETS)
+    assert decision.granted
+    assert sum(b.amount for b in decision.bookings if b.resource == "lic") == 1
