@@ -331,3 +331,10 @@ def test_a_job_without_h_rt_gets_the_reservations_limit(runtime):
     result = matcher.request_job(runtime, pilot(queue="other.q", host="wn1"), T0)
     assert result.job["JobID"] == job
     assert result.job["Limits"]["h_rt"] == 3600 - 60      # duration minus duration_offset
+
+
+def test_a_reservation_starting_now_runs_at_once(runtime):
+    ar_id = ar.submit(runtime, USER1, ar.ReservationSpec(duration="1:0:0", queues=["other.q"]), T0)["ar_id"]
+    [row] = ar.show(runtime, USER1, [str(ar_id)])
+    assert (row["state"], row["start"]) == ("r", T0.isoformat())
+    assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 1.0}

@@ -312,6 +312,14 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
     if not decision.granted:
         raise ReservationDenied(_denial(decision))
     forget(runtime)
+    if request.window.start <= now:
+        # Starting now: running at once rather than at the agent's next round.
+        with reading(runtime.engine) as conn:
+            row = ar_db.get(conn, ar_id)
+        if row is not None and _move(runtime, row, ARState.RUNNING, "", now):
+            forget(runtime)
+            if "b" in row["mail_options"]:
+                notify(runtime, row, "started")
     return {"ar_id": ar_id, "message": f"Your advance reservation {ar_id} has been granted",
             "granted": _granted(decision)}
 

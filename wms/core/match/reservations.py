@@ -56,8 +56,21 @@ class Snapshot:
     reservations: tuple[ReservationView, ...]
     duration_offset: float = 0.0
 
+    def __post_init__(self) -> None:
+        # Looked up per task queue: index once.
+        held: dict[str, list[int]] = {}
+        for view in self.reservations:
+            for queue in sorted({b[3] for b in view.bookings}):
+                held.setdefault(queue, []).append(view.ar_id)
+        object.__setattr__(self, "_by_id", {r.ar_id: r for r in self.reservations})
+        object.__setattr__(self, "_held", held)
+
     def get(self, ar_id: int) -> ReservationView | None:
-        return next((r for r in self.reservations if r.ar_id == ar_id), None)
+        return self._by_id.get(ar_id)
+
+    def holding(self, queue: str) -> list[int]:
+        """The reservations that booked something in ``queue``."""
+        return self._held.get(queue, [])
 
 
 def _h_rt(tq: TaskQueueView) -> float | None:
@@ -76,8 +89,7 @@ class ReservationLayer:
         if ar_id is None:
             if snap is None or _h_rt(tq) is not None:
                 return ALLOW
-            queue = ctx.request.ref.name
-            holding = sorted({r.ar_id for r in snap.reservations for b in r.bookings if b[3] == queue})
+            holding = snap.holding(ctx.request.ref.name)
             if holding:
                 return not_now(LAYER, REASON_NO_RUNTIME_LIMIT.format(ids=", ".join(map(str, holding))))
             return ALLOW
