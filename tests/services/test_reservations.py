@@ -162,6 +162,10 @@ def test_bad_switches_are_refused_whole(runtime):
         (spec(mail_list=["a b"]), "-M"),
         (spec(name="1abc"), "-N"),
         (spec(users=["@nosuch"]), "unknown user set"),
+        (spec(pe="mpi", pe_slots="2", allocation="$fill_up"), "-pe and -alloc exclude each other"),
+        (spec(allocation="$bad", pe_slots="2"), "-alloc: '\\$bad' is not an allocation rule"),
+        (spec(queues=[" "]), "-q: empty queue name"),
+        (spec(start=T0 - 2 * HOUR), "is already past"),
     ]
     for bad, message in cases:
         with pytest.raises(InvalidInput, match=message):
@@ -338,3 +342,12 @@ def test_a_reservation_starting_now_runs_at_once(runtime):
     [row] = ar.show(runtime, USER1, [str(ar_id)])
     assert (row["state"], row["start"]) == ("r", T0.isoformat())
     assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 1.0}
+
+
+def test_slot_ranges_take_what_fits(runtime):
+    open_end = ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="2-", queues=["other.q"]), T0)
+    assert open_end["granted"] == [{"queue": OTHERQ, "host": None, "slots": 4}]
+    with pytest.raises(ar.ReservationDenied):
+        ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="-3", queues=["other.q"]), T0)
+    up_to = ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="1-40", queues=["all.q"]), T0)
+    assert up_to["granted"] == [{"queue": ALLQ, "host": None, "slots": 2}]

@@ -154,6 +154,9 @@ def _request(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: d
         if slots[0] > cluster.pes[spec.pe].slots:
             raise InvalidInput(f"-pe: {slots[0]} slots requested, parallel environment {spec.pe} has "
                                f"{cluster.pes[spec.pe].slots}")
+        slots = (slots[0], min(slots[1], cluster.pes[spec.pe].slots))
+    if spec.pe is not None and spec.allocation is not None:
+        raise InvalidInput("-pe and -alloc exclude each other")
     allocation = None
     if spec.allocation is not None:
         allocation = spec.allocation.strip()
