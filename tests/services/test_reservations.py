@@ -351,3 +351,11 @@ def test_slot_ranges_take_what_fits(runtime):
         ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="-3", queues=["other.q"]), T0)
     up_to = ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="1-40", queues=["all.q"]), T0)
     assert up_to["granted"] == [{"queue": ALLQ, "host": None, "slots": 2}]
+
+
+def test_a_host_bound_reservation_keeps_unlimited_jobs_off_its_host_only(runtime):
+    ar.submit(runtime, USER1, spec(resources={"h": "host2"}), T0)
+    [job] = submit(runtime, UNLIMITED)
+    denied = matcher.request_job(runtime, pilot(host="host2", pid="p2"), T0)
+    assert denied.job is None and "never run in a queue holding an advance reservation" in denied.reason
+    run_job(runtime, job, pilot(host="wn7", pid="p7"))

@@ -6,8 +6,9 @@
   charged to the reservation's own usage rows ``ar:<id>|<scope>``, whose
   capacity is what the reservation booked there.
 * Any other job: one without a runtime limit (h_rt) is never matched to a
-  queue that holds a reservation (waiting or running), so it cannot hold
-  reserved slots at the start; one with h_rt is matched if it ends (h_rt
+  queue that holds a reservation (waiting or running), or, when the
+  reservation is bound to hosts, to those hosts of the queue, so it cannot
+  hold reserved slots at the start; one with h_rt is matched if it ends (h_rt
   plus duration_offset) before the reservations it overlaps start, or if it
   fits beside them: the capacity its debits are checked against is reduced
   by what those reservations booked. A running reservation already holds
@@ -58,19 +59,19 @@ class Snapshot:
 
     def __post_init__(self) -> None:
         # Looked up per task queue: index once.
-        held: dict[str, list[int]] = {}
+        held: dict[str, list[tuple[int, str | None]]] = {}
         for view in self.reservations:
-            for queue in sorted({b[3] for b in view.bookings}):
-                held.setdefault(queue, []).append(view.ar_id)
+            for queue, host in sorted({(b[3], b[4]) for b in view.bookings}, key=lambda qh: (qh[0], qh[1] or "")):
+                held.setdefault(queue, []).append((view.ar_id, host))
         object.__setattr__(self, "_by_id", {r.ar_id: r for r in self.reservations})
         object.__setattr__(self, "_held", held)
 
     def get(self, ar_id: int) -> ReservationView | None:
         return self._by_id.get(ar_id)
 
-    def holding(self, queue: str) -> list[int]:
-        """The reservations that booked something in ``queue``."""
-        return self._held.get(queue, [])
+    def holding(self, queue: str, host: str) -> list[int]:
+        """The reservations that booked ``queue`` as a whole, or on ``host``."""
+        return sorted({ar_id for ar_id, bound in self._held.get(queue, ()) if bound is None or bound == host})
 
 
 def _h_rt(tq: TaskQueueView) -> float | None:
@@ -89,7 +90,7 @@ class ReservationLayer:
         if ar_id is None:
             if snap is None or _h_rt(tq) is not None:
                 return ALLOW
-            holding = snap.holding(ctx.request.ref.name)
+            holding = snap.holding(ctx.request.ref.name, ctx.request.host)
             if holding:
                 return not_now(LAYER, REASON_NO_RUNTIME_LIMIT.format(ids=", ".join(map(str, holding))))
             return ALLOW
