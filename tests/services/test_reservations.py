@@ -359,3 +359,17 @@ def test_a_host_bound_reservation_keeps_unlimited_jobs_off_its_host_only(runtime
     denied = matcher.request_job(runtime, pilot(host="host2", pid="p2"), T0)
     assert denied.job is None and "never run in a queue holding an advance reservation" in denied.reason
     run_job(runtime, job, pilot(host="wn7", pid="p7"))
+
+
+def test_concurrent_pilots_never_overbook_a_reservation(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, queues=["other.q"], pe="mpi", pe_slots="2"), T0)["ar_id"]
+    for _ in range(6):
+        submit(runtime, limited("0:10:0"), ar_id=ar_id)
+    for _ in range(6):
+        submit(runtime, limited("0:10:0"))
+    results, errors = run_concurrently(
+        lambda i: matcher.request_job(runtime, pilot(queue="other.q", host=f"wn{i}", pid=f"c{i}"), T0), 8)
+    assert errors == []
+    matched = [r.job["JobID"] for r in results if r.job is not None]
+    assert len(matched) == len(set(matched)) == 4    # 2 in the reservation, 2 beside it
+    assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 4.0, (f"ar:{ar_id}|queue:{OTHERQ}", "slots"): 2.0}
