@@ -47,9 +47,11 @@ Sites:
           all.q:
             CPUTime: 86400
             xuser_lists: [denied_users]
+            qtype: BATCH
             complex_values: {{slots: 2}}
           other.q:
             CPUTime: 86400
+            ckpt_list: [blcr]
             complex_values: {{slots: 4, myapp: 2}}
 """
 

@@ -129,6 +129,8 @@ def test_max_advance_reservations_exits_25(server):
     assert [s.returncode for s in statuses] == [0, 0, 0, 0, 25]
     assert statuses[-1].stderr.strip() == ("denied: the maximum number of advance reservations (4) is reached "
                                            "(max_advance_reservations)")
+    ids = [s.stdout.split()[3] for s in statuses[:4]]
+    assert command(server, "qrdel", ",".join(ids), token=t["admin"]).returncode == 0
 
 
 ERROR_ROW = {
@@ -158,3 +160,33 @@ def test_detail_format_follows_the_spec_example():
     summary = root.find("ar_summary")
     assert summary.findtext("state") == "E" and summary.findtext("message") == f"queue {ALLQ} is disabled"
     assert [g.get("slots") for g in summary.find("granted_slots_list")] == ["2", "1"]
+
+
+def test_every_qrsub_switch_reaches_the_reservation(server):
+    t = server.issued
+    result = command(server, "qrsub", "-a", tomorrow(6), "-e", tomorrow(7), "-N", "switches", "-A", "physics",
+                     "-l", "myapp=1", "-u", "user1", "-u", "@staff", "-q", "*.q", "-now", "y", "-ckpt", "blcr",
+                     "-pe", "mpi", "1-2", "-m", "bea", "-M", "u1@example.org,boss@example.org", "-he", "yes",
+                     token=t["admin"])
+    assert result.returncode == 0, result.stderr
+    ar_id = result.stdout.split()[3]
+    detail = command(server, "qrstat", "-ar", "switches", token=t["admin"]).stdout.splitlines()
+    for line in [f"ar_number:                  {ar_id}", "ar_name:                    switches",
+                 "account:                    physics", "acl_list:                   user1,@staff",
+                 "resource_list:              myapp=1", "queue_list:                 *.q",
+                 f"granted_queues:             {OTHERQ}=2", "pe:                         mpi 1-2",
+                 "checkpoint_name:            blcr", "mail_options:               bea",
+                 "mail_list:                  u1@example.org,boss@example.org", "error_handling:             hard",
+                 "duration:                   1:0:0"]:
+        assert line in detail
+    # -now: only INTERACTIVE queues (all.q is BATCH); -ckpt: only queues offering blcr.
+    no_ckpt = command(server, "qrsub", "-d", "0:10:0", "-q", "all.q", "-ckpt", "blcr", token=t["admin"])
+    assert no_ckpt.returncode == 1 and "checkpoint environment blcr is not in the queue's ckpt_list" in no_ckpt.stderr
+    not_interactive = command(server, "qrsub", "-d", "0:10:0", "-q", "all.q", "-now", "yes", token=t["admin"])
+    assert not_interactive.returncode == 1 and "qtype is not INTERACTIVE" in not_interactive.stderr
+    alloc = command(server, "qrsub", "-a", tomorrow(6), "-d", "0:10:0", "-alloc", "$pe_slots", "2",
+                    "-q", "other.q", token=t["admin"])
+    assert alloc.returncode == 0, alloc.stderr
+    assert command(server, "qrdel", "switches", alloc.stdout.split()[3], token=t["admin"]).returncode == 0
+    helped = command(server, "qrsub", "-help", token=t["admin"])
+    assert helped.returncode == 0 and "-alloc" in helped.stdout

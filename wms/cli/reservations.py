@@ -32,7 +32,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def _parser(prog: str, description: str) -> Parser:
-    return Parser(prog=prog, description=description, allow_abbrev=False)
+    parser = Parser(prog=prog, description=description, allow_abbrev=False)
+    parser.add_argument("-help", action="help", help="print this help")
+    return parser
 
 
 def local_now() -> datetime:
