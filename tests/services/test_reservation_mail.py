@@ -63,6 +63,6 @@ def test_mail_at_begin_end_and_error(tmp_path, smtp):
 def test_without_smtp_the_mail_is_logged(tmp_path, caplog):
     runtime = fresh_runtime(tmp_path)
     ar.submit(runtime, USER1, ar.ReservationSpec(start=T0 + HOUR, duration="1:0:0", mail_options="b"), T0)
-    with caplog.at_level(logging.INFO, logger="wms.reservations"):
+    with caplog.at_level(logging.INFO, logger="wms.mail"):
         ar.manage(runtime, T0 + HOUR)
     assert "no smtp configured; not mailed to user1: Advance reservation 1 (no name) started" in caplog.text

@@ -16,6 +16,7 @@ from tests.reservations_config import (
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.match.context import PilotRequest
 from wms.db import matching as match_db
+from wms.services import accounting as accounting_service
 from wms.services import diagnosis
 from wms.services import jobs as jobs_service
 from wms.services import matcher
@@ -254,7 +255,7 @@ def test_lifecycle_and_jobs_inside(runtime):
     assert statuses == {job: "Killed", second: "Killed"}
     assert usage(runtime) == {}
     assert ar.show(runtime, USER1, [str(ar_id)])[0]["state"] == "x"
-    accounting = [a for a in ar.accounting(runtime, MANAGER, start + HOUR) if a["ar_id"] == ar_id]
+    accounting = [a for a in accounting_service.reservations(runtime, MANAGER, start + HOUR) if a["ar_id"] == ar_id]
     assert accounting[0]["reserved_slot_seconds"] == 3600 and accounting[0]["jobs"] == 2
 
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from wms.api.deps import NowDep, RuntimeDep, require
 from wms.api.models import ReservationChange, ReservationDelete, ReservationRequest
 from wms.core.identity import Identity
+from wms.services import accounting as accounting_service
 from wms.services import reservations as ar_service
 from wms.services.access import MANAGER, OPERATOR, USER
 
@@ -45,10 +46,10 @@ def alter(ar_id: int, body: ReservationChange, runtime: RuntimeDep, now: NowDep,
 @router.get("/accounting/reservations")
 def reservation_accounting(runtime: RuntimeDep, now: NowDep, caller: Caller) -> list[dict[str, Any]]:
     """Per reservation: slot-seconds reserved and used by its jobs."""
-    return ar_service.accounting(runtime, caller, now)
+    return accounting_service.reservations(runtime, caller, now)
 
 
 @router.get("/accounting/jobs")
 def job_accounting(runtime: RuntimeDep, caller: Caller) -> list[dict[str, Any]]:
     """Finished jobs, each with the reservation it ran in (if any)."""
-    return ar_service.job_accounting(runtime, caller)
+    return accounting_service.jobs(runtime, caller)

@@ -18,15 +18,11 @@ own jobs are debited against the reservation's scopes
 from __future__ import annotations
 
 import json
-import logging
 import math
-import re
-import smtplib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from email.message import EmailMessage
-from typing import Any, Iterable
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
@@ -40,27 +36,25 @@ from wms.core.patterns import match_pattern
 from wms.core.quantities import format_time, parse_time
 from wms.core.reservations import access
 from wms.core.reservations.calendar import Calendar, Use
-from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, Request, booked_scopes, decide
+from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, booked_scopes, decide
 from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_state
+from wms.core.reservations.switches import (
+    DEFAULT_ACCOUNT, ReservationSpec, build_request, check_name, parse_mail_list, parse_mail_options,
+)
 from wms.core.reservations.timespec import make_window, parse_duration
 from wms.core.resources import QueueRef
-from wms.core.states import FINAL_STATES, JobStatus, KILLABLE
+from wms.core.states import JobStatus, KILLABLE
 from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import reservations as ar_db
 from wms.db.engine import reading
+from wms.services import mail
 from wms.services.retry import run_in_transaction
 from wms.services import complexes as complexes_service
 from wms.services.runtime import Runtime
 
-log = logging.getLogger("wms.reservations")
-
 SOURCE = "ReservationManager"
 MAX_LOCK = "max_advance_reservations"
-DEFAULT_ACCOUNT = "sge"
-MAIL_FLAGS = frozenset("bean")
-ALLOCATION_RULES = ("$fill_up", "$round_robin", "$pe_slots")
-_NAME = re.compile(r"^[^\s/:@\\*?,'\"]+$")
 
 
 class ReservationDenied(WmsError):
@@ -73,113 +67,6 @@ class TooManyReservations(WmsError):
     """max_advance_reservations reached (qrsub exits 25)."""
 
     status = 429
-
-
-# ---------------------------------------------------------------- the request
-@dataclass
-class ReservationSpec:
-    """qrsub's switches as the API receives them (times already read by the client)."""
-
-    start: datetime | None = None
-    end: datetime | None = None
-    duration: str | None = None
-    name: str = ""
-    account: str = DEFAULT_ACCOUNT
-    resources: dict[str, Any] = field(default_factory=dict)
-    users: list[str] = field(default_factory=list)
-    queues: list[str] = field(default_factory=list)
-    interactive: bool = False
-    pe: str | None = None
-    pe_slots: str | None = None
-    allocation: str | None = None
-    ckpt: str | None = None
-    mail_options: str = "n"
-    mail_list: list[str] = field(default_factory=list)
-    hard_error: bool = False
-    verify: bool = False
-
-
-def parse_slot_range(text: str, pe_slots: int | None = None) -> tuple[int, int]:
-    """``n``, ``n-m``, ``-m``, ``n-`` (sge_types(1) range); an open end is the PE's slots."""
-    match = re.fullmatch(r"\s*(\d*)\s*(-?)\s*(\d*)\s*", str(text))
-    if not match or not (match.group(1) or match.group(3)):
-        raise InvalidInput(f"-pe: {text!r} is not a slot range (n, n-m, -m or n-)")
-    low = int(match.group(1) or 1)
-    if match.group(2):
-        high = int(match.group(3)) if match.group(3) else (pe_slots or low)
-    else:
-        high = low
-    if low < 1 or high < low:
-        raise InvalidInput(f"-pe: slot range {text!r} is empty")
-    return low, high
-
-
-def check_name(name: str, what: str = "-N") -> str:
-    if name and (not _NAME.match(name) or name[0].isdigit()):
-        raise InvalidInput(f"{what}: {name!r} is not a valid name (no blanks or /:@\\*?,'\", not starting "
-                           "with a digit)")
-    return name
-
-
-def parse_mail_options(text: str) -> str:
-    flags = str(text or "n").strip()
-    if not flags or any(c not in MAIL_FLAGS for c in flags) or ("n" in flags and len(flags) > 1):
-        raise InvalidInput(f"-m: {text!r} must be a combination of b, e and a, or n")
-    return "".join(sorted(set(flags), key="bean".index))
-
-
-def parse_mail_list(items: Iterable[str]) -> list[str]:
-    out = []
-    for item in items:
-        for address in str(item).split(","):
-            address = address.strip()
-            if not address or any(c.isspace() for c in address) or address.count("@") > 1:
-                raise InvalidInput(f"-M: {address!r} is not user[@host]")
-            out.append(address)
-    return out
-
-
-def _request(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: datetime) -> tuple[Request, dict]:
-    """Check every switch; refused whole with the first problem."""
-    duration = parse_duration(spec.duration) if spec.duration not in (None, "") else None
-    window = make_window(now, spec.start, spec.end, duration)
-    cluster = runtime.config.cluster
-    hard = cx_rules.validate_requests(runtime.complexes, spec.resources, where="-l")
-    acl = access.parse_acl(spec.users or [identity.user], cluster.usersets)
-    slots = (1, 1)
-    if spec.pe is not None:
-        if spec.pe not in cluster.pes:
-            raise InvalidInput(f"-pe: unknown parallel environment {spec.pe!r}")
-        slots = parse_slot_range(spec.pe_slots or "1", cluster.pes[spec.pe].slots)
-        if slots[0] > cluster.pes[spec.pe].slots:
-            raise InvalidInput(f"-pe: {slots[0]} slots requested, parallel environment {spec.pe} has "
-                               f"{cluster.pes[spec.pe].slots}")
-        slots = (slots[0], min(slots[1], cluster.pes[spec.pe].slots))
-    if spec.pe is not None and spec.allocation is not None:
-        raise InvalidInput("-pe and -alloc exclude each other")
-    allocation = None
-    if spec.allocation is not None:
-        allocation = spec.allocation.strip()
-        if allocation not in ALLOCATION_RULES and not (allocation.isdigit() and int(allocation) > 0):
-            raise InvalidInput(f"-alloc: {spec.allocation!r} is not an allocation rule ($fill_up, $round_robin, "
-                               "$pe_slots or a number of slots per host)")
-        slots = parse_slot_range(spec.pe_slots or "1")
-    for pattern in spec.queues:
-        if not pattern.strip():
-            raise InvalidInput("-q: empty queue name")
-    request = Request(window=window, acl=acl, hard=hard, queue_patterns=tuple(p.strip() for p in spec.queues),
-                      slots_min=slots[0], slots_max=slots[1], pe=spec.pe, ckpt=spec.ckpt or None,
-                      interactive=spec.interactive, allocation=allocation)
-    stored = {
-        "resources": {name: cx_rules.format_value(runtime.complexes.resolve(name), value)
-                      for name, value in hard.items()},
-        "queues": list(request.queue_patterns), "pe": spec.pe, "pe_range": list(slots), "ckpt": spec.ckpt,
-        "allocation": allocation,
-        "interactive": spec.interactive,
-    }
-    check_name(spec.name)
-    check_name(spec.account or DEFAULT_ACCOUNT, "-A")
-    return request, stored
 
 
 # ---------------------------------------------------------------- candidates and the calendar
@@ -278,7 +165,7 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
         raise Forbidden(f"denied: {identity.user} is neither manager nor operator nor member of the "
                         f"{access.ARUSERS} user set: may not submit advance reservations")
     complexes_service.sync(runtime)
-    request, stored = _request(runtime, identity, spec, now)
+    request, stored = build_request(runtime.complexes, runtime.config.cluster, identity.user, spec, now)
     mail_options = parse_mail_options(spec.mail_options)
     mail_list = parse_mail_list(spec.mail_list)
     cands = candidates(runtime)
@@ -624,25 +511,12 @@ def _move(runtime: Runtime, row: dict[str, Any], target: ARState, message: str, 
 
 
 def notify(runtime: Runtime, row: dict[str, Any], event: str) -> None:
-    """Mail the owner and the -M addresses (wms.yaml smtp); logged when no server is configured."""
+    """Mail the owner and the -M addresses about the reservation."""
     recipients = [a for a in row["mail_list"].split(",") if a] or [row["owner"]]
     subject = f"Advance reservation {row['ar_id']} ({row['name'] or 'no name'}) {event}"
     body = (f"Advance reservation {row['ar_id']} of {row['owner']} {event}.\n"
             f"Start: {row['start_time'].isoformat()}\nEnd:   {row['end_time'].isoformat()}\n")
-    smtp = runtime.config.settings.smtp
-    if smtp is None:
-        log.info("no smtp configured; not mailed to %s: %s", ",".join(recipients), subject)
-        return
-    message = EmailMessage()
-    message["From"] = smtp.sender
-    message["To"] = ", ".join(recipients)
-    message["Subject"] = subject
-    message.set_content(body)
-    try:
-        with smtplib.SMTP(smtp.host, smtp.port, timeout=10) as client:
-            client.send_message(message)
-    except (OSError, smtplib.SMTPException) as exc:
-        log.warning("mail to %s failed: %s", ",".join(recipients), exc)
+    mail.send(runtime.config.settings.smtp, recipients, subject, body)
 
 
 # ---------------------------------------------------------------- for the Matcher and submission
@@ -731,48 +605,4 @@ def reserved_slots(runtime: Runtime) -> dict[str, float]:
     for b in rows:
         if b["resource"] == "slots":
             out[b["scope"]] = out.get(b["scope"], 0.0) + float(b["amount"])
-    return out
-
-
-def accounting(runtime: Runtime, identity: Identity, now: datetime) -> list[dict[str, Any]]:
-    """Per reservation: slot-seconds reserved and used by its jobs (specs/003 5.4)."""
-    with reading(runtime.engine) as conn:
-        rows = ar_db.list_reservations(conn)
-        out = []
-        for row in rows:
-            if identity.role not in access.ADMIN_ROLES and row["owner"] != identity.user:
-                continue
-            granted = json.loads(row["granted"])
-            slots = sum(g["slots"] for g in granted)
-            end = row["end_time"] if row["state"] != ARState.DELETED else min(row["updated"], row["end_time"])
-            end = min(end, now)
-            reserved = max((end - row["start_time"]).total_seconds(), 0) * slots
-            used = 0.0
-            jobs = ar_db.jobs_of_reservation(conn, row["ar_id"])
-            for job in jobs:
-                if job["start_time"] is None:
-                    continue
-                stop = job["end_time"] or (job["last_update_time"] if job["status"] in FINAL_STATES else now)
-                used += max((stop - job["start_time"]).total_seconds(), 0) * (job["slots"] or 1)
-            out.append({"ar_id": row["ar_id"], "name": row["name"], "owner": row["owner"],
-                        "account": row["account"], "state": row["state"], "slots": slots,
-                        "reserved_slot_seconds": round(reserved), "used_slot_seconds": round(used),
-                        "jobs": len(jobs)})
-    return out
-
-
-def job_accounting(runtime: Runtime, identity: Identity) -> list[dict[str, Any]]:
-    """One record per finished job, carrying its reservation id (specs/003 5.4.3.1)."""
-    owner = None if identity.role in access.ADMIN_ROLES else identity.user
-    with reading(runtime.engine) as conn:
-        rows = ar_db.finished_jobs(conn, owner)
-    out = []
-    for r in rows:
-        end = r["end_time"] or r["last_update_time"]
-        wall = (end - r["start_time"]).total_seconds() if r["start_time"] and end else 0
-        out.append({"JobID": r["job_id"], "Owner": r["owner"], "OwnerGroup": r["owner_group"], "Status": r["status"],
-                    "Queue": r["queue"], "Host": r["host"], "Slots": r["slots"],
-                    "Start": r["start_time"].isoformat() if r["start_time"] else None,
-                    "End": end.isoformat() if end else None, "WallClock": round(max(wall, 0)),
-                    "ExitCode": r["exit_code"], "AR": r["reservation_id"]})
     return out
