@@ -374,3 +374,17 @@ def test_concurrent_pilots_never_overbook_a_reservation(runtime):
     matched = [r.job["JobID"] for r in results if r.job is not None]
     assert len(matched) == len(set(matched)) == 4    # 2 in the reservation, 2 beside it
     assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 4.0, (f"ar:{ar_id}|queue:{OTHERQ}", "slots"): 2.0}
+
+
+def test_qralter_a_running_reservation(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, duration="1:0:0", queues=["other.q"]), T0)["ar_id"]
+    later = T0 + HOUR / 2
+    ar.alter(runtime, USER1, ar_id, ar.Changes(duration="2:0:0"), later)
+    assert ar.show(runtime, USER1, [str(ar_id)])[0]["end"] == (T0 + 2 * HOUR).isoformat()
+    with pytest.raises(InvalidInput, match="is already past"):
+        ar.alter(runtime, USER1, ar_id, ar.Changes(end=T0 + HOUR / 4), later)
+    with pytest.raises(InvalidInput, match="disagree"):
+        ar.alter(runtime, USER1, ar_id, ar.Changes(end=T0 + 3 * HOUR, duration="1:0:0"), later)
+    ar.manage(runtime, T0 + 2 * HOUR)
+    with pytest.raises(Conflict, match="only be changed while waiting or running"):
+        ar.alter(runtime, USER1, ar_id, ar.Changes(name="late"), T0 + 2 * HOUR)

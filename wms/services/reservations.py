@@ -41,7 +41,7 @@ from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_st
 from wms.core.reservations.switches import (
     DEFAULT_ACCOUNT, ReservationSpec, build_request, check_name, parse_mail_list, parse_mail_options,
 )
-from wms.core.reservations.timespec import make_window, parse_duration
+from wms.core.reservations.timespec import Window, changed_end, parse_duration
 from wms.core.resources import QueueRef
 from wms.core.states import JobStatus, KILLABLE
 from wms.db import jobs as jobs_db
@@ -394,9 +394,7 @@ def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Changes, no
                 if reason:
                     raise Conflict(f"refused: the new access list does not fit queue {g['queue']}: {reason}")
         if changes.end is not None or duration is not None:
-            window = make_window(now, row["start_time"], changes.end, duration)
-            if window.end <= now:
-                raise InvalidInput("the new end is already past")
+            window = Window(row["start_time"], changed_end(row["start_time"], now, changes.end, duration))
             bookings = ar_db.bookings_of(conn, [ar_id])[ar_id]
             if window.end > row["end_time"]:
                 ar_db.lock_scopes(conn, {b["scope"] for b in bookings})

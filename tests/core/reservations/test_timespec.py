@@ -95,3 +95,14 @@ def test_dissonant_window_is_refused() -> None:
 def test_bad_windows(start, end, duration, message) -> None:
     with pytest.raises(InvalidInput, match=message):
         make_window(NOW, start, end, duration)
+
+
+def test_changed_end_keeps_a_past_start() -> None:
+    from wms.core.reservations.timespec import changed_end
+
+    started = NOW - timedelta(hours=1)
+    assert changed_end(started, NOW, None, 7200) == NOW + timedelta(hours=1)
+    with pytest.raises(InvalidInput, match="is already past"):
+        changed_end(started, NOW, None, 1800)
+    with pytest.raises(InvalidInput, match="disagree"):
+        changed_end(started, NOW, NOW + timedelta(hours=2), 3600)

@@ -110,5 +110,22 @@ def make_window(now: datetime, start: datetime | None, end: datetime | None, dur
     return Window(begin, finish)
 
 
+def changed_end(start: datetime, now: datetime, end: datetime | None, duration: float | None) -> datetime:
+    """The new end of a granted window (qralter -e / -d): the start stays, even if already past."""
+    if end is None and duration is None:
+        raise InvalidInput(REASON_NO_END)
+    if end is not None and duration is not None:
+        actual = (end - start).total_seconds()
+        if abs(actual - duration) >= 1:
+            raise InvalidInput(REASON_DISSONANT.format(start=_show(start), end=_show(end),
+                                                       duration=format_time(duration), actual=format_time(actual)))
+    finish = end if end is not None else start + timedelta(seconds=duration)
+    if finish <= start:
+        raise InvalidInput(REASON_END_BEFORE_START.format(end=_show(finish), start=_show(start)))
+    if finish <= now:
+        raise InvalidInput(REASON_END_PASSED.format(end=_show(finish)))
+    return finish
+
+
 def _show(moment: datetime) -> str:
     return moment.strftime("%m/%d/%Y %H:%M:%S")
