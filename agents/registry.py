@@ -7,6 +7,7 @@ from typing import Callable
 
 from wms.services.matcher import expire_leases, reap_stalled
 from wms.services.pools import clean_submit_pools, refresh_submit_pools
+from wms.services.reservations import manage as manage_reservations
 from wms.services.runtime import Runtime
 from wms.services.task_queues import recompute_priorities
 
@@ -23,4 +24,7 @@ AGENTS: dict[str, Agent] = {
     # fell silent, go back to Waiting (or fail after max_reschedule times).
     "lease_reaper": lambda runtime, now: {"returned": expire_leases(runtime, now),
                                           "stalled": reap_stalled(runtime, now)},
+    # specs/003: advance reservations start (w -> r), end (r -> x, their jobs
+    # killed first) and go into error when a reserved queue is lost.
+    "reservation_manager": manage_reservations,
 }

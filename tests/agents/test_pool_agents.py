@@ -86,12 +86,13 @@ def test_the_default_agents_run_on_a_real_database(runtime, now):
     submit_jobs(runtime, ROLAND, [("a.jdl", SOFTWARE)], SubmitOptions(), now)
     scheduler = Scheduler(runtime)
     assert set(scheduler.agents) == {"submit_pool_refresher", "submit_pool_cleaner", "lease_reaper",
-                                     "task_queue_priorities"}
+                                     "task_queue_priorities", "reservation_manager"}
     assert scheduler.periods["submit_pool_refresher"] == runtime.config.settings.submit_pool_refresh
     for name in scheduler.agents:
         assert scheduler.run_once(name) is not None
     assert scheduler.last_report["submit_pool_refresher"]["pools"] == 1
     assert scheduler.last_report["lease_reaper"] == {"returned": 0, "stalled": 0}
+    assert scheduler.last_report["reservation_manager"] == {"started": [], "ended": [], "error": [], "recovered": []}
 
 
 def test_the_site_director_shares_each_job_among_the_queues_that_can_run_it(runtime, now):

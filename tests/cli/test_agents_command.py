@@ -21,5 +21,5 @@ def test_wms_agents_runs_and_stops_on_ctrl_c(tmp_path):
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=15) == 0
     err = process.stderr.read()
-    assert "running lease_reaper, site_director, submit_pool_cleaner, submit_pool_refresher" in err
+    assert "running lease_reaper, reservation_manager, site_director, submit_pool_cleaner, submit_pool_refresher" in err
     assert "Traceback" not in err

@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from wms import __version__
-from wms.api import routes_jobs, routes_matcher, routes_pilots, routes_pools
+from wms.api import routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_reservations
 from wms.api.deps import public
 from wms.core.errors import WmsError
 from wms.services.runtime import Runtime
@@ -36,7 +36,9 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return JSONResponse({"detail": f"{where}: {first.get('msg')}", "errors": exc.errors()}, status_code=422)
+        # "ctx" may hold the validator's exception object, which JSON cannot carry.
+        errors = [{k: v for k, v in error.items() if k != "ctx"} for error in exc.errors()]
+        return JSONResponse({"detail": f"{where}: {first.get('msg')}", "errors": errors}, status_code=422)
 
     @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)])
     def health() -> dict[str, str]:
@@ -47,4 +49,5 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.include_router(routes_pools.router, prefix=API_PREFIX)
     app.include_router(routes_matcher.router, prefix=API_PREFIX)
     app.include_router(routes_pilots.router, prefix=API_PREFIX)
+    app.include_router(routes_reservations.router, prefix=API_PREFIX)
     return app

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class JDLSource(BaseModel):
@@ -88,3 +89,59 @@ class ComplexFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str
+
+
+class ReservationRequest(BaseModel):
+    """qrsub's switches; times as ISO 8601 with their zone (the client reads date_time in its local zone)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: datetime | None = Field(None, description="-a")
+    end: datetime | None = Field(None, description="-e")
+    duration: str | None = Field(None, description="-d, TIME format")
+    name: str = Field("", description="-N")
+    account: str = Field("sge", description="-A")
+    resources: dict[str, Any] = Field(default_factory=dict, description="-l")
+    users: list[str] = Field(default_factory=list, description="-u")
+    queues: list[str] = Field(default_factory=list, description="-q")
+    interactive: bool = Field(False, description="-now yes")
+    pe: str | None = Field(None, description="-pe NAME")
+    pe_slots: str | None = Field(None, description="-pe or -alloc slot range")
+    allocation: str | None = Field(None, description="-alloc allocation rule")
+    ckpt: str | None = Field(None, description="-ckpt")
+    mail_options: str = Field("n", description="-m")
+    mail_list: list[str] = Field(default_factory=list, description="-M")
+    hard_error: bool = Field(False, description="-he yes")
+    verify: bool = Field(False, description="-w v: check only")
+
+    @field_validator("start", "end")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("a time must carry its zone (e.g. 2026-12-14T12:00:00+01:00)")
+        return value
+
+
+class ReservationDelete(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    selectors: list[str] = Field(min_length=1, description="AR ids or names, in order")
+    force: bool = False
+
+
+class ReservationChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    users: list[str] | None = None
+    mail_options: str | None = None
+    mail_list: list[str] | None = None
+    end: datetime | None = None
+    duration: str | None = None
+
+    @field_validator("end")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("a time must carry its zone")
+        return value

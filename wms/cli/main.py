@@ -262,6 +262,16 @@ def cmd_queues(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_accounting(args: argparse.Namespace) -> int:
+    if args.reservations:
+        rows = Client().get("/accounting/reservations")
+        return show(args, rows, ["ar_id", "name", "owner", "account", "state", "slots", "reserved_slot_seconds",
+                                 "used_slot_seconds", "jobs"])
+    rows = Client().get("/accounting/jobs")
+    return show(args, rows, ["JobID", "Owner", "Status", "Queue", "Host", "Slots", "Start", "End", "WallClock",
+                             "ExitCode", "AR"])
+
+
 def show(args: argparse.Namespace, rows: list[dict[str, Any]], columns: list[str]) -> int:
     if args.json:
         output.as_json(rows)
@@ -413,6 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", metavar="ID")
     command("pilots", cmd_pilots, "the pilots the SiteDirector submitted, their state and jobs run")
     command("queues", cmd_queues, "resv/used/tot slots and consumables per queue, host and global (qstat -f)")
+    p = command("accounting", cmd_accounting, "finished jobs with their advance reservation; --reservations: "
+                "reserved and used slot-seconds per reservation")
+    p.add_argument("--reservations", action="store_true", help="one line per advance reservation")
     p = sub.add_parser("request-job", help="one pilot-style match request (exit 3: no match)",
                        description="one pilot-style match request; prints the job as JSON, or exits 3")
     p.set_defaults(func=cmd_request_job)

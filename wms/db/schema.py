@@ -186,7 +186,10 @@ task_queues = Table(
     Column("definition", LongText, nullable=False),
     Column("priority", Integer, nullable=False, default=1),
     Column("created", UtcDateTime, nullable=False),
+    # The advance reservation the jobs run in (qsub -ar), if any.
+    Column("reservation_id", Integer, nullable=True),
     Index("ix_task_queues_submit_pool", "submit_pool"),
+    Index("ix_task_queues_reservation_id", "reservation_id"),
     # Task-queue ids key caches: never reuse one (see jobs).
     sqlite_autoincrement=True,
 )
@@ -292,4 +295,59 @@ pilot_director_queues = Table(
     Column("ce", Name, primary_key=True),
     Column("queue", String(128), primary_key=True),
     Column("last_submission", UtcDateTime, nullable=True),
+)
+
+# Advance reservations (specs/003): one row each, kept after the end for
+# qrstat -ar and accounting. States: w r x d E W (core/reservations/states.py).
+reservations = Table(
+    "reservations",
+    metadata,
+    Column("ar_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", Name, nullable=False, default=""),
+    Column("owner", Name, nullable=False),
+    Column("owner_group", Name, nullable=False),
+    Column("vo", Name, nullable=False),
+    Column("account", Name, nullable=False, default="sge"),
+    Column("state", String(1), nullable=False),
+    Column("submission_time", UtcDateTime, nullable=False),
+    Column("start_time", UtcDateTime, nullable=False),
+    Column("end_time", UtcDateTime, nullable=False),
+    # JSON: the access list (-u), the request (-l, -q, -pe, -ckpt, -now)
+    # and what was granted (slots per queue and host).
+    Column("acl", LongText, nullable=False),
+    Column("request", LongText, nullable=False),
+    Column("granted", LongText, nullable=False),
+    Column("mail_options", String(8), nullable=False, default="n"),
+    Column("mail_list", String(1024), nullable=False, default=""),
+    Column("hard_error", Boolean, nullable=False, default=False),
+    # Why the reservation is in an error state (qrstat -explain).
+    Column("message", String(1024), nullable=False, default=""),
+    Column("updated", UtcDateTime, nullable=False),
+    Index("ix_reservations_state", "state"),
+    # Reservation ids are never reused (jobs and accounting refer to them).
+    sqlite_autoincrement=True,
+)
+
+# What each reservation takes from each consumable for its window, per
+# queue (and host) it was granted on; scopes as in resource_usage.
+reservation_bookings = Table(
+    "reservation_bookings",
+    metadata,
+    Column("booking_id", Integer, primary_key=True, autoincrement=True),
+    Column("ar_id", ForeignKey("reservations.ar_id", ondelete="CASCADE"), nullable=False),
+    Column("scope", Scope, nullable=False),
+    Column("resource", String(64), nullable=False),
+    Column("amount", Double, nullable=False),
+    Column("queue", String(767), nullable=False),
+    Column("host", Name, nullable=False, default=""),
+    Index("ix_reservation_bookings_ar_id", "ar_id"),
+)
+
+# One row per scope a grant books: a grant locks the rows of every scope it
+# considers (in sorted order), so two grants never book the same slots,
+# whatever the number of server processes. The matcher does not take them.
+reservation_locks = Table(
+    "reservation_locks",
+    metadata,
+    Column("scope", Scope, primary_key=True),
 )

@@ -19,7 +19,8 @@ from wms.db.engine import insert_ignoring_duplicates
 from wms.db.jobs import chunked
 from wms.db.schema import jobs, task_queues
 
-_DEF_COLUMNS = ("tq_key", "owner", "owner_group", "vo", "submit_pool", "cpu_time", "definition", "priority")
+_DEF_COLUMNS = ("tq_key", "owner", "owner_group", "vo", "submit_pool", "cpu_time", "definition", "priority",
+                "reservation_id")
 
 
 def _find(conn: Connection, keys: Collection[str]) -> dict[str, int]:

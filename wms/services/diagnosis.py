@@ -10,6 +10,7 @@ from wms.core.identity import Identity
 from wms.core.match import levels
 from wms.core.match.context import GLOBAL_SCOPE, MatchContext, PilotRequest, host_scope, queue_scope
 from wms.core.match.requirements import StaticRequirements
+from wms.core.match.reservations import ReservationLayer
 from wms.core.match.verdict import Code
 from wms.core.states import JobStatus
 from wms.db.engine import reading
@@ -18,12 +19,13 @@ from wms.db import pools as pools_db
 from wms.services import jobs as jobs_service
 from wms.services.matcher import task_queue_views
 from wms.services import complexes as complexes_service
+from wms.services import reservations as reservations_service
 from wms.services.runtime import Runtime
 
 ELIGIBLE = "eligible: waiting for a pilot of this queue"
 # Layers a queue is judged by without a pilot; the host level and what the
 # pilot reports are decided when a pilot asks.
-WHY_LAYERS = (levels.LEVEL_LAYERS[0], levels.LEVEL_LAYERS[2], StaticRequirements())
+WHY_LAYERS = (ReservationLayer(), levels.LEVEL_LAYERS[0], levels.LEVEL_LAYERS[2], StaticRequirements())
 
 
 def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:
@@ -43,6 +45,7 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
             pool_queues = {"/".join(q) for q in pool["queues"]} if pool else set()
         usage = match_db.all_usage(conn)
     eligible = 0
+    snapshot = reservations_service.snapshot(runtime, now)
     for ref in runtime.resources_for(tq.vo).queues():
         # No pilot yet: the host is unknown and is not judged.
         request = PilotRequest(site=ref.site, ce=ref.ce, queue=ref.queue, host="", pilot_id="why",
@@ -53,6 +56,7 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
             levels=levels.build_levels(runtime.complexes, runtime.config.cluster,
                                        params.get("complex_values") or {}, request),
             usage=usage, complexes=runtime.complexes, pilot_ad={}, resources_for=runtime.resources_for,
+            reservations=snapshot,
         )
         entry = {"Queue": ref.name, "Layer": "", "Code": Code.OK.value, "Reason": ELIGIBLE}
         if pool_queues is not None and ref.name not in pool_queues:
@@ -77,6 +81,14 @@ def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
     table = runtime.complexes
     with reading(runtime.engine) as conn:
         usage = match_db.all_usage(conn)
+    # A running reservation holds its slots in the usage rows and its jobs
+    # use the rows "ar:<id>|<scope>": shown as resv, and its jobs as used.
+    reserved = reservations_service.reserved_slots(runtime)
+    inside: dict[str, float] = {}
+    for (scope, resource), amount in usage.items():
+        if scope.startswith("ar:") and resource == "slots":
+            inner = scope.split("|", 1)[1]
+            inside[inner] = inside.get(inner, 0.0) + amount
     rows = []
 
     def row(kind: str, name: str, scope: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -89,7 +101,8 @@ def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
             capacity = levels.parse_values(table, {key: raw}, name)[cx.name]
             used = usage.get((scope, cx.name), 0.0)
             if cx.name == "slots":
-                slots = f"0/{int(used)}/{int(capacity)}"
+                resv = reserved.get(scope, 0.0)
+                slots = f"{int(resv)}/{int(used - resv + inside.get(scope, 0.0))}/{int(capacity)}"
             else:
                 consumables[cx.name] = f"{format_value(cx, used)}/{format_value(cx, capacity)}"
         return {"Kind": kind, "Name": name, "resv/used/tot": slots, "Consumables": consumables}

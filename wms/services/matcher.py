@@ -27,6 +27,7 @@ from wms.core.jdl import parse_one
 from wms.core.match import levels
 from wms.core.match.choice import WeightedDraw
 from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
+from wms.core.match.reservations import ReservationLayer
 from wms.core.match.requirements import PilotRequirements, StaticRequirements
 from wms.core.match.verdict import Code, Verdict
 from wms.core.states import JobStatus
@@ -36,6 +37,7 @@ from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services.retry import run_in_transaction
 from wms.services import complexes as complexes_service
+from wms.services import reservations as reservations_service
 from wms.services.runtime import Runtime
 
 SOURCE_MATCHER = "Matcher"
@@ -47,8 +49,8 @@ NO_WAITING = "no waiting job for the pools this queue serves"
 
 STATIC = StaticRequirements()
 # Strictly in order; the first denial ends the evaluation (DESIGN.md).
-# Reservations and resource quotas take their places before the levels.
-DEFAULT_LAYERS = (*levels.LEVEL_LAYERS, PilotRequirements())
+# Resource quotas take their place between reservations and the levels.
+DEFAULT_LAYERS = (ReservationLayer(), *levels.LEVEL_LAYERS, PilotRequirements())
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,7 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
         if not views:
             return MatchResult(None, NO_WAITING)
         ctx = match_context(runtime, request)
+    ctx.reservations = reservations_service.snapshot(runtime, now)
     # Draw the order lazily and evaluate as we go: the first eligible task
     # queue in a weighted random order is a proportional draw among the
     # eligible ones (choice.py), so most requests evaluate a handful of task
@@ -246,7 +249,8 @@ def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: da
                denials: dict[str, int], full: dict[tuple[str, str], Verdict]) -> dict[str, Any] | None:
     for debit in levels.debits(ctx, view):
         verdict = full.get((debit.scope, debit.resource))
-        if verdict is not None:
+        # Full at a capacity at least this debit's (reservations may lower it per task queue).
+        if verdict is not None and verdict.detail.get("capacity", debit.capacity) >= debit.capacity:
             denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
             return None
     try:

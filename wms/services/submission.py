@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 
 from wms.core import jdl, pools
 from wms.core.classad import render_record
-from wms.core.errors import InvalidInput
+from wms.core.errors import InvalidInput, WmsError
 from wms.core.optimizers import ChainEnv, Job
 from wms.core.identity import Identity
 from wms.core.states import JobStatus
@@ -26,6 +26,7 @@ from wms.db import task_queues as tq_db
 from wms.services.matcher import forget_waiting_task_queues
 from wms.services.retry import run_in_transaction
 from wms.services import complexes as complexes_service
+from wms.services import reservations as reservations_service
 from wms.services.runtime import Runtime
 
 SOURCE_MANAGER = "JobManager"
@@ -124,6 +125,7 @@ def submit_jobs(
     complexes_service.sync(runtime)
     env = runtime.chain_env(now)
     jobs = run_chain(runtime, env, identity, parsed)
+    check_reservations(runtime, env, identity, jobs, now)
 
     task_queues = {}
     for job in jobs:
@@ -173,6 +175,32 @@ def submit_jobs(
     # New task queues may have appeared: this process's Matcher looks again.
     forget_waiting_task_queues(runtime)
     return ids
+
+
+def check_reservations(runtime: Runtime, env: ChainEnv, identity: Identity, jobs: list[Job], now: datetime) -> None:
+    """Jobs asking for an advance reservation (-ar, Reservation) are checked against it (specs/003 5.3.2.1).
+
+    A job that states no h_rt gets the reservation's limit (its duration
+    minus duration_offset, specs/003 5.2.2.1.1), so its pilot stops it in
+    time; its task queue is filed again with that limit.
+    """
+    limits: dict[tuple, float] = {}
+    refile = next((executor for executor in runtime.chain if getattr(executor, "name", "") == "TaskQueue"), None)
+    for job in jobs:
+        ar_id = job.description.reservation
+        if ar_id is None:
+            continue
+        hard = dict(job.hard_requests or {})
+        slots = int(job.task_queue["definition"].get("number_of_processors") or 1)
+        key = (ar_id, tuple(sorted(hard.items())), slots)
+        if key not in limits:
+            try:
+                limits[key] = reservations_service.check_job(runtime, identity, ar_id, hard, slots, now)
+            except WmsError as exc:
+                raise type(exc)(f"{job.source}: {exc}") from None
+        if "h_rt" not in hard and refile is not None:
+            job.hard_requests = {**hard, "h_rt": limits[key]}
+            refile.process(job, env)
 
 
 def _entry(job_id: int, status: JobStatus, minor: str, source: str, now: datetime) -> dict:

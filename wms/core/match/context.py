@@ -83,6 +83,9 @@ class MatchContext:
     pilot_ad: dict[str, Any]
     # The Resources view of a VO (queue parameters may differ per VO).
     resources_for: Callable[[str | None], Resources]
+    # The active advance reservations (core/match/reservations.Snapshot), or
+    # None when there are none: the reservation layer then costs nothing.
+    reservations: Any = None
     _queue_params: dict[str | None, ParameterMap] = field(default_factory=dict)
 
     def queue_params(self, vo: str | None) -> ParameterMap:

@@ -36,6 +36,7 @@ from wms.core.match.context import (
     host_scope,
     queue_scope,
 )
+from wms.core.match.reservations import adjust_debits
 from wms.core.match.verdict import ALLOW, Code, Verdict, never, not_now
 
 GLOBAL, HOST, QUEUE = "global", "host", "queue"
@@ -272,7 +273,17 @@ def soft_violations(ctx: MatchContext, tq: TaskQueueView) -> int:
 
 
 def debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
-    """Every consumable the job takes, at every accounted level that defines it."""
+    """Every consumable the job takes, at every accounted level that defines it.
+
+    Advance reservations apply (match/reservations.py): a job of a
+    reservation is debited from the reservation's own rows, any other job
+    against capacities lowered by what waiting reservations booked.
+    """
+    out = _level_debits(ctx, tq)
+    return out if ctx.reservations is None else adjust_debits(ctx, tq, out)
+
+
+def _level_debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
     out = []
     for cx, requested in tq.charged:
         name = cx.name

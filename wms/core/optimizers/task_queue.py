@@ -58,6 +58,7 @@ class TaskQueue:
             "submit_pool": definition["submit_pool"],
             "cpu_time": definition["cpu_time"],
             "definition": definition,
+            "reservation_id": desc.reservation,
             # In the units of core/shares.py, until the TaskQueuePriorities
             # agent splits the group's share among its task queues.
             "priority": SCALE * int(env.operations.Shares.get(job.owner_group, DEFAULT_SHARE)),

@@ -1,0 +1,192 @@
+"""qrsub, qrstat, qrdel and qralter as a user runs them, against a real server
+on the spec's cluster (all.q with user3 denied, host1 and host2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from tests.reservations_config import ALLQ, OTHERQ, write_config
+from tests.servers import running_server
+
+BIN = Path(sys.executable).parent
+USERS = {
+    "user1": ("user1", "lhcb_user", "lhcb", "user"),
+    "user2": ("user2", "lhcb_user", "lhcb", "user"),
+    "admin": ("admin", "lhcb_prod", "lhcb", "manager"),
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    config = write_config(tmp_path_factory.mktemp("arconfig") / "config",
+                          wms="duration_offset: 60\nmax_advance_reservations: 4\n")
+    with running_server(tmp_path_factory.mktemp("arserver"), config_dir=config, tokens=USERS) as handle:
+        yield handle
+
+
+def command(server, name: str, *args: str, token: str) -> subprocess.CompletedProcess:
+    env = {**server.env, "WMS_TOKEN": token}
+    return subprocess.run([str(BIN / name), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def tomorrow(hour: int, minute: int = 0) -> str:
+    moment = (datetime.now() + timedelta(days=1)).replace(hour=hour, minute=minute, second=0, microsecond=0)
+    return moment.strftime("%Y%m%d%H%M")
+
+
+def test_qrsub_grants_and_refuses(server):
+    t = server.issued
+    granted = command(server, "qrsub", "-a", tomorrow(12), "-d", "1:0:0", "-u", "user1,user2", "-q", "other.q",
+                      "-N", "project_xy", token=t["user1"])
+    assert granted.returncode == 0, granted.stderr
+    assert granted.stdout.strip() == "Your advance reservation 1 has been granted"
+
+    not_in_arusers = command(server, "qrsub", "-a", tomorrow(12), "-d", "1:0:0", token=t["user2"])
+    assert not_in_arusers.returncode == 1
+    assert not_in_arusers.stderr.startswith("denied: user2 is neither manager nor operator nor member of the arusers")
+
+    denied_user = command(server, "qrsub", "-u", "user1,user2,user3", "-q", "all.q", "-a", tomorrow(12),
+                          "-d", "1:0:0", token=t["user1"])
+    assert denied_user.returncode == 1
+    assert denied_user.stderr.strip() == (f"error: no queue instances to reserve ({ALLQ}: user user3 is denied by "
+                                          "xuser_lists denied_users)")
+
+    dissonant = command(server, "qrsub", "-a", tomorrow(12), "-e", tomorrow(13), "-d", "2:0:0", token=t["user1"])
+    assert dissonant.returncode == 1 and "disagree: the end minus the start is 01:00:00" in dissonant.stderr
+
+    verify = command(server, "qrsub", "-w", "v", "-a", tomorrow(14), "-d", "0:30:0", token=t["user1"])
+    assert (verify.returncode, verify.stdout.strip()) == (0, "verification: found possible assignment")
+
+    bad = command(server, "qrsub", "-w", "x", "-d", "1:0:0", token=t["user1"])
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    bad_date = command(server, "qrsub", "-a", "1214", "-d", "1:0:0", token=t["user1"])
+    assert bad_date.returncode == 2 and "is not a date_time" in bad_date.stderr
+
+
+def test_qrstat_overview_detail_and_xml(server):
+    t = server.issued
+    overview = command(server, "qrstat", token=t["user1"])
+    assert overview.returncode == 0, overview.stderr
+    lines = overview.stdout.splitlines()
+    assert lines[0] == "AR-ID   name       user         state start at            end at              duration"
+    assert lines[1] == "-" * 87
+    fields = lines[2].split()
+    assert fields[:4] == ["1", "project_xy", "user1", "w"] and fields[-1] == "1:0:0"
+    detail = command(server, "qrstat", "-ar", "1", token=t["user1"]).stdout.splitlines()
+    assert detail[0] == "=" * 62
+    assert "ar_number:                  1" in detail
+    assert "acl_list:                   user1,user2" in detail
+    assert f"slots:                      {OTHERQ}=1" in detail
+    assert "duration:                   1:0:0" in detail
+    root = ElementTree.fromstring(command(server, "qrstat", "-xml", token=t["user1"]).stdout)
+    assert [s.findtext("ar_id") for s in root.findall("ar_summary")] == ["1"]
+    missing = command(server, "qrstat", "-ar", "77", token=t["user1"])
+    assert missing.returncode == 1 and "advance reservation 77 does not exist" in missing.stderr
+    assert command(server, "qrstat", "-u", "user2", token=t["user1"]).stdout == ""
+
+
+def test_jobs_ask_for_the_reservation(server, tmp_path):
+    t = server.issued
+    jdl = tmp_path / "job.jdl"
+    jdl.write_text('[ Executable = "/bin/true"; CPUTime = 300; ResourceRequests = [ h_rt = "0:10:0" ]; ]')
+    [job_id] = server.ok("submit", str(jdl), "-ar", "1", token=t["user2"]).split()
+    too_long = server("submit", str(jdl), "-ar", "1", "-l", "h_rt=2:0:0", token=t["user1"])
+    assert too_long.returncode == 1 and "longer than the reservation's duration" in too_long.stderr
+    why = server.json("why", job_id, token=t["user2"])
+    assert why["Status"] == "Waiting"
+    queues = {q["Name"]: q for q in server.json("queues", token=t["user1"])}
+    assert queues[OTHERQ]["resv/used/tot"] == "0/0/4"    # reserved from tomorrow on
+
+
+def test_qralter_and_qrdel(server):
+    t = server.issued
+    changed = command(server, "qralter", "-N", "renamed", "-d", "2:0:0", "1", token=t["user1"])
+    assert (changed.returncode, changed.stdout.strip()) == (0, "user1 modified advance reservation 1")
+    assert "renamed" in command(server, "qrstat", token=t["user1"]).stdout
+    nothing = command(server, "qralter", "1", token=t["user1"])
+    assert nothing.returncode == 2
+    others = command(server, "qrdel", "renamed", token=t["user2"])
+    assert others.returncode == 1 and "not allowed to delete" in others.stderr
+    deleted = command(server, "qrdel", "renamed", token=t["user1"])
+    assert (deleted.returncode, deleted.stdout.strip()) == (0, "user1 deleted advance reservation 1")
+    assert command(server, "qrstat", token=t["user1"]).stdout == ""
+    [record] = [r for r in server.json("accounting", "--reservations", token=t["user1"]) if r["ar_id"] == 1]
+    assert (record["state"], record["slots"], record["used_slot_seconds"]) == ("d", 1, 0)
+    killed = {r["JobID"]: r["AR"] for r in server.json("accounting", token=t["admin"])}
+    assert set(killed.values()) == {1}     # the job of reservation 1, killed with it
+
+
+def test_max_advance_reservations_exits_25(server):
+    t = server.issued
+    statuses = [command(server, "qrsub", "-a", tomorrow(20), "-d", "0:10:0", "-q", "other.q", token=t["admin"])
+                for _ in range(5)]
+    assert [s.returncode for s in statuses] == [0, 0, 0, 0, 25]
+    assert statuses[-1].stderr.strip() == ("denied: the maximum number of advance reservations (4) is reached "
+                                           "(max_advance_reservations)")
+    ids = [s.stdout.split()[3] for s in statuses[:4]]
+    assert command(server, "qrdel", ",".join(ids), token=t["admin"]).returncode == 0
+
+
+ERROR_ROW = {
+    "ar_id": 193, "name": "", "owner": "user1", "state": "E", "start": "2030-12-18T10:00:00+00:00",
+    "end": "2030-12-19T10:00:10+00:00", "duration": "24:0:10", "submission_time": "2030-11-27T17:11:34+00:00",
+    "account": "sge", "acl": ["user1", "user2"], "resources": {"myapp": "1"}, "queues": [], "pe": "mpi",
+    "pe_range": [3, 3], "ckpt": None,
+    "granted": [{"queue": ALLQ, "host": "host1", "slots": 2}, {"queue": ALLQ, "host": "host2", "slots": 1}],
+    "slots": "host1=2,host2=1", "complex_values": "host1=myapp=2,host2=myapp=1", "mail_options": "a",
+    "mail_list": "", "hard_error": False, "message": f"queue {ALLQ} is disabled",
+}
+
+
+def test_detail_format_follows_the_spec_example():
+    from wms.cli.reservations import detail_lines, to_xml
+
+    lines = detail_lines(ERROR_ROW, explain=True)
+    assert lines[0] == "=" * 62
+    assert "ar_number:                  193" in lines
+    assert "acl_list:                   user1,user2" in lines
+    assert "duration:                   24:0:10" in lines
+    assert "slots:                      host1=2,host2=1" in lines
+    assert "complex_values:             host1=myapp=2,host2=myapp=1" in lines
+    assert f"message:                    queue {ALLQ} is disabled" in lines
+    assert "error_handling:             soft" in lines
+    root = ElementTree.fromstring(to_xml([ERROR_ROW], detail=True))
+    summary = root.find("ar_summary")
+    assert summary.findtext("state") == "E" and summary.findtext("message") == f"queue {ALLQ} is disabled"
+    assert [g.get("slots") for g in summary.find("granted_slots_list")] == ["2", "1"]
+
+
+def test_every_qrsub_switch_reaches_the_reservation(server):
+    t = server.issued
+    result = command(server, "qrsub", "-a", tomorrow(6), "-e", tomorrow(7), "-N", "switches", "-A", "physics",
+                     "-l", "myapp=1", "-u", "user1", "-u", "@staff", "-q", "*.q", "-now", "y", "-ckpt", "blcr",
+                     "-pe", "mpi", "1-2", "-m", "bea", "-M", "u1@example.org,boss@example.org", "-he", "yes",
+                     token=t["admin"])
+    assert result.returncode == 0, result.stderr
+    ar_id = result.stdout.split()[3]
+    detail = command(server, "qrstat", "-ar", "switches", token=t["admin"]).stdout.splitlines()
+    for line in [f"ar_number:                  {ar_id}", "ar_name:                    switches",
+                 "account:                    physics", "acl_list:                   user1,@staff",
+                 "resource_list:              myapp=1", "queue_list:                 *.q",
+                 f"granted_queues:             {OTHERQ}=2", "pe:                         mpi 1-2",
+                 "checkpoint_name:            blcr", "mail_options:               bea",
+                 "mail_list:                  u1@example.org,boss@example.org", "error_handling:             hard",
+                 "duration:                   1:0:0"]:
+        assert line in detail
+    # -now: only INTERACTIVE queues (all.q is BATCH); -ckpt: only queues offering blcr.
+    no_ckpt = command(server, "qrsub", "-d", "0:10:0", "-q", "all.q", "-ckpt", "blcr", token=t["admin"])
+    assert no_ckpt.returncode == 1 and "checkpoint environment blcr is not in the queue's ckpt_list" in no_ckpt.stderr
+    not_interactive = command(server, "qrsub", "-d", "0:10:0", "-q", "all.q", "-now", "yes", token=t["admin"])
+    assert not_interactive.returncode == 1 and "qtype is not INTERACTIVE" in not_interactive.stderr
+    alloc = command(server, "qrsub", "-a", tomorrow(6), "-d", "0:10:0", "-alloc", "$pe_slots", "2",
+                    "-q", "other.q", token=t["admin"])
+    assert alloc.returncode == 0, alloc.stderr
+    assert command(server, "qrdel", "switches", alloc.stdout.split()[3], token=t["admin"]).returncode == 0
+    helped = command(server, "qrsub", "-help", token=t["admin"])
+    assert helped.returncode == 0 and "-alloc" in helped.stdout

@@ -1,0 +1,45 @@
+"""AR states (specs/003 5.2.3.1): w, r, x, d and the error states E/W."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from wms.core.reservations.states import ARState, can_move, due_state, usable
+
+T0 = datetime(2006, 12, 18, 10, 0, tzinfo=timezone.utc)
+T1 = T0 + timedelta(hours=24)
+
+
+@pytest.mark.parametrize("current, now, lost, expected", [
+    ("w", T0 - timedelta(seconds=1), False, "w"),
+    ("w", T0, False, "r"),
+    ("r", T1 - timedelta(seconds=1), False, "r"),
+    ("r", T1, False, "x"),
+    ("w", T1, False, "x"),          # never started (agent down): still ends
+    ("w", T0 - timedelta(hours=1), True, "W"),
+    ("W", T0 - timedelta(hours=1), False, "w"),   # valid again
+    ("r", T0 + timedelta(hours=1), True, "E"),
+    ("E", T0 + timedelta(hours=1), False, "r"),
+    ("W", T0, True, "E"),
+    ("d", T0, False, "d"),
+    ("x", T0, False, "x"),
+])
+def test_due_state(current: str, now: datetime, lost: bool, expected: str) -> None:
+    assert due_state(current, T0, T1, now, lost) == expected
+
+
+def test_final_states_do_not_move() -> None:
+    assert not can_move("x", "r") and not can_move("d", "w")
+    assert can_move("w", "r") and can_move("r", "x") and can_move("r", "E") and can_move("E", "r")
+
+
+@pytest.mark.parametrize("state, hard, expected", [
+    (ARState.RUNNING, False, True), (ARState.RUNNING, True, True),
+    (ARState.ERROR, False, True),   # soft: usable with what is left
+    (ARState.ERROR, True, False),   # hard: no job dispatched
+    (ARState.WAITING, False, False),
+])
+def test_usable(state, hard, expected) -> None:
+    assert usable(state, hard) is expected

@@ -1,0 +1,390 @@
+"""Advance reservations on SQLite, PostgreSQL and MariaDB (specs/003): qrsub's
+grant and refusals, qrstat, qrdel, qralter, the lifecycle and the Matcher."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.helpers import PILOT, run_concurrently
+from tests.reservations_config import (
+    ALLQ, CE, MANAGER, OPERATOR, OTHERQ, SITE, USER1, USER2, reservation_config,
+)
+from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
+from wms.core.match.context import PilotRequest
+from wms.db import matching as match_db
+from wms.services import accounting as accounting_service
+from wms.services import diagnosis
+from wms.services import jobs as jobs_service
+from wms.services import matcher
+from wms.services import reservations as ar
+from wms.services.runtime import Runtime
+from wms.services.submission import SubmitOptions, submit_jobs
+
+pytestmark = pytest.mark.databases
+
+T0 = datetime(2030, 12, 14, 10, 0, tzinfo=timezone.utc)
+HOUR = timedelta(hours=1)
+UNLIMITED = '[ Executable = "/bin/sleep"; Arguments = "100"; CPUTime = 300; ]'
+
+
+def limited(h_rt: str = "0:30:0", extra: str = "") -> str:
+    return f'[ Executable = "/bin/true"; CPUTime = 300; ResourceRequests = [ h_rt = "{h_rt}"{extra} ]; ]'
+
+
+@pytest.fixture
+def runtime(engine, tmp_path) -> Runtime:
+    return Runtime.create(reservation_config(tmp_path / "config"), engine)
+
+
+def spec(**kw) -> ar.ReservationSpec:
+    fields = {"start": T0 + 2 * HOUR, "duration": "0:30:0", "users": ["user1"]}
+    fields.update(kw)
+    return ar.ReservationSpec(**fields)
+
+
+def pilot(queue="all.q", host="host1", pid="p1") -> PilotRequest:
+    return PilotRequest(site=SITE, ce=CE, queue=queue, host=host, pilot_id=pid, slots=1,
+                        load={"arch": "lx-amd64"}, platform="x86_64-el9", cpu_time_left=200000)
+
+
+def submit(runtime, text, now=T0, identity=USER1, ar_id=None):
+    return submit_jobs(runtime, identity, [("job.jdl", text)], SubmitOptions(reservation=ar_id), now)
+
+
+def run_job(runtime, job_id, request, now=T0):
+    result = matcher.request_job(runtime, request, now)
+    assert result.job is not None and result.job["JobID"] == job_id, result.reason
+    matcher.pilot_status(runtime, PILOT, job_id, request.pilot_id, "Running", "", None, now)
+
+
+def usage(runtime):
+    with runtime.engine.connect() as conn:
+        return {k: v for k, v in match_db.all_usage(conn).items() if v}
+
+
+# ---------------------------------------------------------------- the spec's examples
+def test_host_running_a_job_without_runtime_limit_is_not_reserved(runtime):
+    # qstat -f: job 3001 (no h_rt) runs in all.q@host1; all.q@host2 is free.
+    [job] = submit(runtime, UNLIMITED)
+    run_job(runtime, job, pilot(host="host1"))
+    with pytest.raises(ar.ReservationDenied) as denied:
+        ar.submit(runtime, USER1, spec(resources={"h": "host1"}), T0)
+    assert str(denied.value).startswith("denied: Reservation can't be granted")
+    assert "jobs without a runtime limit (h_rt) run on host host1" in str(denied.value)
+    granted = ar.submit(runtime, USER1, spec(resources={"h": "host2"}), T0)
+    assert granted["message"] == f"Your advance reservation {granted['ar_id']} has been granted"
+    assert granted["granted"] == [{"queue": ALLQ, "host": "host2", "slots": 1}]
+    # qsub -l h=host2 job_script (no h_rt): never matched to a queue with a reservation.
+    [other] = submit(runtime, '[ Executable = "/bin/true"; CPUTime = 300; ResourceRequests = [ h = "host2" ]; ]')
+    result = matcher.request_job(runtime, pilot(host="host2", pid="p2"), T0)
+    assert result.job is None
+    assert "jobs without a runtime limit (h_rt) never run in a queue holding an advance reservation" in result.reason
+
+
+def test_user_on_the_denied_list(runtime):
+    # all.q: xuser_lists denied_users, whose entries are user3.
+    with pytest.raises(ar.ReservationDenied) as denied:
+        ar.submit(runtime, USER1, spec(users=["user1", "user2", "user3"], queues=["all.q"]), T0)
+    assert str(denied.value) == (f"error: no queue instances to reserve ({ALLQ}: user user3 is denied by "
+                                 "xuser_lists denied_users)")
+    assert ar.submit(runtime, USER1, spec(users=["user1", "user2"], queues=["all.q"]), T0)["ar_id"] >= 1
+
+
+def test_only_managers_operators_and_arusers_create(runtime):
+    with pytest.raises(Forbidden, match="user2 is neither manager nor operator nor member of the arusers"):
+        ar.submit(runtime, USER2, spec(users=["user2"]), T0)
+    assert ar.submit(runtime, OPERATOR, spec(), T0)["ar_id"]
+    assert ar.submit(runtime, MANAGER, spec(), T0)["ar_id"]
+
+
+def test_dissonant_window_is_refused(runtime):
+    with pytest.raises(InvalidInput, match="disagree"):
+        ar.submit(runtime, USER1, spec(end=T0 + 3 * HOUR, duration="2:0:0"), T0)
+    with pytest.raises(InvalidInput, match="give the end"):
+        ar.submit(runtime, USER1, spec(duration=None), T0)
+    assert ar.show(runtime, USER1) == []
+
+
+def test_slots_are_never_booked_twice_and_windows_may_touch(runtime):
+    first = ar.submit(runtime, USER1, spec(queues=["all.q"], pe="mpi", pe_slots="2"), T0)
+    assert sum(g["slots"] for g in first["granted"]) == 2
+    with pytest.raises(ar.ReservationDenied, match="can't be granted"):
+        ar.submit(runtime, USER1, spec(start=T0 + 2 * HOUR + HOUR / 4, queues=["all.q"]), T0)
+    assert ar.submit(runtime, USER1, spec(start=T0 + 2 * HOUR + HOUR / 2, queues=["all.q"]), T0)["ar_id"]
+
+
+def test_running_jobs_count_until_their_h_rt_ends(runtime):
+    jobs = submit(runtime, limited("1:0:0")) + submit(runtime, limited("1:0:0"))
+    for i, job in enumerate(jobs):
+        run_job(runtime, job, pilot(pid=f"p{i}", host=f"wn{i}"))
+    # Both all.q slots are busy until 11:00 plus the duration offset.
+    with pytest.raises(ar.ReservationDenied, match="queue slots: 1 needed, 0 of 2 free"):
+        ar.submit(runtime, USER1, spec(start=T0 + HOUR / 2, queues=["all.q"]), T0)
+    assert ar.submit(runtime, USER1, spec(start=T0 + HOUR + timedelta(minutes=1), queues=["all.q"]), T0)
+
+
+def test_verify_only_checks(runtime):
+    result = ar.submit(runtime, USER1, spec(verify=True), T0)
+    assert result["verified"] is True and result["message"] == "verification: found possible assignment"
+    assert ar.show(runtime, USER1) == []
+    refused = ar.submit(runtime, USER1, spec(verify=True, users=["user3"], queues=["all.q"]), T0)
+    assert refused["verified"] is False and "no queue instances to reserve" in refused["message"]
+
+
+def test_max_advance_reservations(engine, tmp_path):
+    runtime = Runtime.create(reservation_config(tmp_path / "c", max_advance_reservations=1), engine)
+    ar.submit(runtime, USER1, spec(), T0)
+    with pytest.raises(ar.TooManyReservations, match=r"maximum number of advance reservations \(1\)"):
+        ar.submit(runtime, USER1, spec(start=T0 + 5 * HOUR), T0)
+
+
+def test_concurrent_grants_never_overbook(runtime):
+    # other.q has 4 slots; 8 requests for 1 slot each at the same moment.
+    results, errors = run_concurrently(
+        lambda i: ar.submit(runtime, USER1, spec(queues=["other.q"]), T0), 8)
+    assert len(results) == 4
+    assert all(isinstance(e, ar.ReservationDenied) for e in errors) and len(errors) == 4
+    rows = ar.show(runtime, USER1)
+    assert sum(g["slots"] for r in rows for g in r["granted"]) == 4
+
+
+def test_bad_switches_are_refused_whole(runtime):
+    cases = [
+        (spec(resources={"nosuch": 1}), "unknown"),
+        (spec(pe="nope", pe_slots="2"), "unknown parallel environment 'nope'"),
+        (spec(pe="mpi", pe_slots="4-2"), "is empty"),
+        (spec(pe="mpi", pe_slots="32"), "parallel environment mpi has 16"),
+        (spec(mail_options="bx"), "-m: 'bx' must be"),
+        (spec(mail_options="bn"), "-m"),
+        (spec(mail_list=["a b"]), "-M"),
+        (spec(name="1abc"), "-N"),
+        (spec(users=["@nosuch"]), "unknown user set"),
+        (spec(pe="mpi", pe_slots="2", allocation="$fill_up"), "-pe and -alloc exclude each other"),
+        (spec(allocation="$bad", pe_slots="2"), "-alloc: '\\$bad' is not an allocation rule"),
+        (spec(queues=[" "]), "-q: empty queue name"),
+        (spec(start=T0 - 2 * HOUR), "is already past"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(InvalidInput, match=message):
+            ar.submit(runtime, USER1, bad, T0)
+    assert ar.show(runtime, USER1) == []
+
+
+# ---------------------------------------------------------------- qrstat
+def test_qrstat_detail(runtime):
+    granted = ar.submit(runtime, USER1, spec(name="project_xy", users=["user1", "user2"], pe="mpi", pe_slots="2",
+                                               resources={"h": "host*", "myapp": 1}, mail_options="be",
+                                               mail_list=["u1@example.org"]), T0)
+    [row] = ar.show(runtime, USER1, [str(granted["ar_id"])])
+    assert row["name"] == "project_xy" and row["state"] == "w" and row["owner"] == "user1"
+    assert row["acl"] == ["user1", "user2"] and row["duration"] == "0:30:0"
+    assert row["slots"] == "host1=1,host2=1"
+    assert row["complex_values"] == "host1=myapp=1,host2=myapp=1"
+    assert ar.show(runtime, USER1, ["project_*"]) == [row]
+    assert ar.show(runtime, USER1, users=["user2"]) == []
+    with pytest.raises(NotFound, match="advance reservation 999 does not exist"):
+        ar.show(runtime, USER1, ["999"])
+
+
+# ---------------------------------------------------------------- qrdel
+def test_qrdel_removes_jobs_then_the_reservation(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, queues=["other.q"], name="mine"), T0)["ar_id"]
+    ar.manage(runtime, T0)
+    [job] = submit(runtime, limited("0:10:0"), ar_id=ar_id)
+    run_job(runtime, job, pilot(queue="other.q"))
+    with pytest.raises(Forbidden, match="not allowed to delete"):
+        ar.delete(runtime, USER2, ["mine"], False, T0)
+    assert ar.delete(runtime, USER1, ["mine"], False, T0) == [f"user1 deleted advance reservation {ar_id}"]
+    assert jobs_service.job_status(runtime, MANAGER, [job])[0]["Status"] == "Killed"
+    assert usage(runtime) == {}
+    assert ar.show(runtime, USER1) == []
+    assert ar.show(runtime, USER1, [str(ar_id)])[0]["state"] == "d"
+    with pytest.raises(NotFound):
+        ar.delete(runtime, USER1, ["mine"], False, T0)
+
+
+def test_operators_delete_others_reservations(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(), T0)["ar_id"]
+    assert ar.delete(runtime, OPERATOR, [str(ar_id)], True, T0) == [f"oper deleted advance reservation {ar_id}"]
+
+
+# ---------------------------------------------------------------- qralter
+def test_qralter_changes_and_rechecks(runtime):
+    first = ar.submit(runtime, USER1, spec(queues=["all.q"], pe="mpi", pe_slots="2"), T0)["ar_id"]
+    ar.submit(runtime, USER1, spec(start=T0 + 3 * HOUR, queues=["all.q"]), T0)
+    ar.alter(runtime, USER1, first, ar.Changes(name="renamed", mail_options="a"), T0)
+    [row] = ar.show(runtime, USER1, [str(first)])
+    assert (row["name"], row["mail_options"]) == ("renamed", "a")
+    ar.alter(runtime, USER1, first, ar.Changes(duration="1:0:0"), T0)   # 12:00-13:00: still free
+    with pytest.raises(Conflict, match="refused: slots at queue:.*only 1 free until the new end"):
+        ar.alter(runtime, USER1, first, ar.Changes(end=T0 + 4 * HOUR), T0)
+    with pytest.raises(Conflict, match="user user3 is denied by xuser_lists"):
+        ar.alter(runtime, USER1, first, ar.Changes(users=["user3"]), T0)
+    with pytest.raises(Forbidden):
+        ar.alter(runtime, USER2, first, ar.Changes(name="x"), T0)
+    assert ar.show(runtime, USER1, [str(first)])[0]["end"] == (T0 + 3 * HOUR).isoformat()
+
+
+# ---------------------------------------------------------------- lifecycle and matching
+def test_lifecycle_and_jobs_inside(runtime):
+    start = T0 + HOUR
+    ar_id = ar.submit(runtime, USER1, spec(start=start, duration="1:0:0", queues=["other.q"], users=["@staff"]),
+                      T0)["ar_id"]
+    [job] = submit(runtime, limited("0:30:0"), identity=USER2, ar_id=ar_id)
+    # Waiting: the job is not matched before the start.
+    result = matcher.request_job(runtime, pilot(queue="other.q"), T0)
+    assert result.job is None and f"advance reservation {ar_id} is not running (state w" in result.reason
+    assert ar.manage(runtime, start)["started"] == [ar_id]
+    assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 1.0}
+    # Not on another queue; on its own, debited from the reservation.
+    assert matcher.request_job(runtime, pilot(queue="all.q"), start).job is None
+    run_job(runtime, job, pilot(queue="other.q", host="wn1"), start)
+    assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 1.0, (f"ar:{ar_id}|queue:{OTHERQ}", "slots"): 1.0}
+    overview = {row["Name"]: row["resv/used/tot"] for row in diagnosis.queues_overview(runtime)}
+    assert overview[OTHERQ] == "1/1/4" and overview[ALLQ] == "0/0/2"     # qstat -f: resv/used/tot
+    # A second job of the reservation finds its only slot taken.
+    [second] = submit(runtime, limited("0:10:0"), ar_id=ar_id, now=start)
+    assert matcher.request_job(runtime, pilot(queue="other.q", pid="p2", host="wn2"), start).job is None
+    # The end: every job killed first, then the reservation exits and gives its slot back.
+    assert ar.manage(runtime, start + HOUR)["ended"] == [ar_id]
+    statuses = {r["JobID"]: r["Status"] for r in jobs_service.job_status(runtime, MANAGER, [job, second])}
+    assert statuses == {job: "Killed", second: "Killed"}
+    assert usage(runtime) == {}
+    assert ar.show(runtime, USER1, [str(ar_id)])[0]["state"] == "x"
+    accounting = [a for a in accounting_service.reservations(runtime, MANAGER, start + HOUR) if a["ar_id"] == ar_id]
+    assert accounting[0]["reserved_slot_seconds"] == 3600 and accounting[0]["jobs"] == 2
+
+
+def test_reserved_slots_are_blocked_for_other_jobs(runtime):
+    # other.q: 4 slots, 3 reserved from 11:00 to 12:00.
+    ar.submit(runtime, USER1, spec(start=T0 + HOUR, duration="1:0:0", queues=["other.q"], pe="mpi",
+                                   pe_slots="3"), T0)
+    jobs = [submit(runtime, limited("2:0:0"))[0] for _ in range(2)]
+    # Overlapping jobs fit beside the reservation: only one slot is left.
+    run_job(runtime, jobs[0], pilot(queue="other.q", pid="a", host="wa"))
+    result = matcher.request_job(runtime, pilot(queue="other.q", pid="b", host="wb"), T0)
+    assert result.job is None and "queue slots" in result.reason
+    # A job ending before the start fits anywhere.
+    [short] = submit(runtime, limited("0:30:0"))
+    run_job(runtime, short, pilot(queue="other.q", pid="c", host="wc"))
+
+
+def test_job_checks_at_submission(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(start=T0 + HOUR, duration="1:0:0", queues=["other.q"]), T0)["ar_id"]
+    with pytest.raises(InvalidInput, match="advance reservation 999 does not exist"):
+        submit(runtime, limited(), ar_id=999)
+    with pytest.raises(Forbidden, match="user2 has no access to advance reservation"):
+        submit(runtime, limited(), identity=USER2, ar_id=ar_id)
+    with pytest.raises(InvalidInput, match="longer than the reservation's duration minus duration_offset"):
+        submit(runtime, limited("1:0:0"), ar_id=ar_id)
+    with pytest.raises(InvalidInput, match="myapp=1 is more than advance reservation"):
+        submit(runtime, limited("0:10:0", '; myapp = 1'), ar_id=ar_id)
+    [job] = submit(runtime, limited("0:10:0"), ar_id=ar_id)
+    why = diagnosis.why(runtime, USER1, job, T0)
+    assert {(q["Layer"], q["Reason"]) for q in why["Queues"]} == {
+        ("reservation", f"advance reservation {ar_id} is not running (state w, starts 12/14/2030 11:00:00)")}
+
+
+def test_lost_queue_puts_the_reservation_in_error(engine, tmp_path):
+    runtime = Runtime.create(reservation_config(tmp_path / "a"), engine)
+    ar_id = ar.submit(runtime, USER1, spec(start=T0 + HOUR, queues=["other.q"], hard_error=True, mail_options="a"),
+                      T0)["ar_id"]
+    config = reservation_config(tmp_path / "b")
+    resources = json.loads(json.dumps(config.resources))
+    del resources[SITE]["CEs"][CE]["Queues"]["other.q"]
+    changed = Runtime.create(dataclasses.replace(config, resources=resources), engine)
+    assert ar.manage(changed, T0)["error"] == [ar_id]
+    [row] = ar.show(changed, USER1, [str(ar_id)])
+    assert row["state"] == "W" and row["message"] == f"queue {OTHERQ} is no longer configured"
+    assert ar.manage(changed, T0 + HOUR)["started"] == [ar_id]
+    assert ar.show(changed, USER1, [str(ar_id)])[0]["state"] == "E"
+    # Back in the configuration: valid again.
+    assert ar.manage(runtime, T0 + HOUR)["recovered"] == [ar_id]
+    assert ar.show(runtime, USER1, [str(ar_id)])[0]["state"] == "r"
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_error_handling_soft_keeps_the_rest_usable_hard_blocks(engine, tmp_path, hard):
+    runtime = Runtime.create(reservation_config(tmp_path / "a"), engine)
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, queues=["all.q", "other.q"], pe="mpi", pe_slots="6",
+                                           hard_error=hard), T0)["ar_id"]
+    assert {g["queue"]: g["slots"] for g in ar.show(runtime, USER1, [str(ar_id)])[0]["granted"]} == {
+        ALLQ: 2, OTHERQ: 4}
+    config = reservation_config(tmp_path / "b")
+    resources = json.loads(json.dumps(config.resources))
+    resources[SITE]["CEs"][CE]["Queues"]["all.q"]["Disabled"] = "yes"
+    disabled = Runtime.create(dataclasses.replace(config, resources=resources), engine)
+    assert ar.manage(disabled, T0)["error"] == [ar_id]
+    [row] = ar.show(disabled, USER1, [str(ar_id)])
+    assert (row["state"], row["message"]) == ("E", f"queue {ALLQ} is disabled")
+    [job] = submit(disabled, limited("0:10:0"), ar_id=ar_id)
+    result = matcher.request_job(disabled, pilot(queue="other.q", host="wn1"), T0)
+    if hard:
+        assert result.job is None and "error handling is hard (-he yes)" in result.reason
+    else:
+        assert result.job is not None and result.job["JobID"] == job
+
+
+def test_a_job_without_h_rt_gets_the_reservations_limit(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, duration="1:0:0", queues=["other.q"]), T0)["ar_id"]
+    ar.manage(runtime, T0)
+    [job] = submit(runtime, '[ Executable = "/bin/true"; CPUTime = 300; ]', ar_id=ar_id)
+    result = matcher.request_job(runtime, pilot(queue="other.q", host="wn1"), T0)
+    assert result.job["JobID"] == job
+    assert result.job["Limits"]["h_rt"] == 3600 - 60      # duration minus duration_offset
+
+
+def test_a_reservation_starting_now_runs_at_once(runtime):
+    ar_id = ar.submit(runtime, USER1, ar.ReservationSpec(duration="1:0:0", queues=["other.q"]), T0)["ar_id"]
+    [row] = ar.show(runtime, USER1, [str(ar_id)])
+    assert (row["state"], row["start"]) == ("r", T0.isoformat())
+    assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 1.0}
+
+
+def test_slot_ranges_take_what_fits(runtime):
+    open_end = ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="2-", queues=["other.q"]), T0)
+    assert open_end["granted"] == [{"queue": OTHERQ, "host": None, "slots": 4}]
+    with pytest.raises(ar.ReservationDenied):
+        ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="-3", queues=["other.q"]), T0)
+    up_to = ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="1-40", queues=["all.q"]), T0)
+    assert up_to["granted"] == [{"queue": ALLQ, "host": None, "slots": 2}]
+
+
+def test_a_host_bound_reservation_keeps_unlimited_jobs_off_its_host_only(runtime):
+    ar.submit(runtime, USER1, spec(resources={"h": "host2"}), T0)
+    [job] = submit(runtime, UNLIMITED)
+    denied = matcher.request_job(runtime, pilot(host="host2", pid="p2"), T0)
+    assert denied.job is None and "never run in a queue holding an advance reservation" in denied.reason
+    run_job(runtime, job, pilot(host="wn7", pid="p7"))
+
+
+def test_concurrent_pilots_never_overbook_a_reservation(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, queues=["other.q"], pe="mpi", pe_slots="2"), T0)["ar_id"]
+    for _ in range(6):
+        submit(runtime, limited("0:10:0"), ar_id=ar_id)
+    for _ in range(6):
+        submit(runtime, limited("0:10:0"))
+    results, errors = run_concurrently(
+        lambda i: matcher.request_job(runtime, pilot(queue="other.q", host=f"wn{i}", pid=f"c{i}"), T0), 8)
+    assert errors == []
+    matched = [r.job["JobID"] for r in results if r.job is not None]
+    assert len(matched) == len(set(matched)) == 4    # 2 in the reservation, 2 beside it
+    assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 4.0, (f"ar:{ar_id}|queue:{OTHERQ}", "slots"): 2.0}
+
+
+def test_qralter_a_running_reservation(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, duration="1:0:0", queues=["other.q"]), T0)["ar_id"]
+    later = T0 + HOUR / 2
+    ar.alter(runtime, USER1, ar_id, ar.Changes(duration="2:0:0"), later)
+    assert ar.show(runtime, USER1, [str(ar_id)])[0]["end"] == (T0 + 2 * HOUR).isoformat()
+    with pytest.raises(InvalidInput, match="is already past"):
+        ar.alter(runtime, USER1, ar_id, ar.Changes(end=T0 + HOUR / 4), later)
+    with pytest.raises(InvalidInput, match="disagree"):
+        ar.alter(runtime, USER1, ar_id, ar.Changes(end=T0 + 3 * HOUR, duration="1:0:0"), later)
+    ar.manage(runtime, T0 + 2 * HOUR)
+    with pytest.raises(Conflict, match="only be changed while waiting or running"):
+        ar.alter(runtime, USER1, ar_id, ar.Changes(name="late"), T0 + 2 * HOUR)

@@ -1,0 +1,256 @@
+"""`qrsub`, `qrstat`, `qrdel` and `qralter`: Grid Engine's advance
+reservation commands (specs/003, qrsub(1), qrstat(1), qrdel(1)) as HTTP
+clients.
+
+Exit statuses: 0 success; 1 refused or failed (one line on stderr); 2 bad
+usage; qrsub 25 when max_advance_reservations is reached. date_time
+arguments are read in this machine's local time zone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from typing import Any, Callable, Sequence
+from xml.etree import ElementTree
+
+from wms.cli.client import Client, ClientError
+from wms.cli.main import UsageError, parse_requests
+from wms.core.errors import InvalidInput
+from wms.core.reservations.timespec import parse_date_time
+
+EXIT_MAX_RESERVATIONS = 25
+HTTP_TOO_MANY = 429
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with Grid Engine's exit status 2 and one-line errors."""
+
+    def error(self, message: str) -> None:  # pragma: no cover - exercised through main()
+        raise UsageError(message)
+
+
+def _parser(prog: str, description: str) -> Parser:
+    parser = Parser(prog=prog, description=description, allow_abbrev=False)
+    parser.add_argument("-help", action="help", help="print this help")
+    return parser
+
+
+def local_now() -> datetime:
+    return datetime.now().astimezone()
+
+
+def date_time(text: str) -> str:
+    """A date_time argument as ISO 8601 with this machine's zone."""
+    try:
+        return parse_date_time(text, local_now()).isoformat()
+    except InvalidInput as exc:
+        raise UsageError(str(exc)) from None
+
+
+def yes_no(option: str, text: str | None) -> bool:
+    value = (text or "yes").strip().lower()
+    if value in ("y", "yes"):
+        return True
+    if value in ("n", "no"):
+        return False
+    raise UsageError(f"{option}: expected y[es] or n[o], got {text!r}")
+
+
+def comma_list(values: Sequence[str] | None) -> list[str]:
+    return [item.strip() for value in values or () for item in value.split(",") if item.strip()]
+
+
+def run(prog: str, body: Callable[[], int]) -> int:
+    try:
+        return body()
+    except UsageError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    except ClientError as exc:
+        print(str(exc) if str(exc).startswith(("denied:", "error:")) else f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_MAX_RESERVATIONS if exc.status == HTTP_TOO_MANY else 1
+    except KeyboardInterrupt:
+        return 130
+
+
+# ---------------------------------------------------------------- qrsub
+def qrsub_parser() -> Parser:
+    p = _parser("qrsub", "Submit an advance reservation.")
+    p.add_argument("-a", metavar="date_time", help="start time [[CC]YY]MMDDhhmm[.SS] (default: now)")
+    p.add_argument("-e", metavar="date_time", help="end time [[CC]YY]MMDDhhmm[.SS]")
+    p.add_argument("-d", metavar="time", help="duration in TIME format (h:m:s or seconds)")
+    p.add_argument("-w", choices=["e", "v"], default="e", help="e: reject if it cannot be granted; v: verify only")
+    p.add_argument("-N", metavar="name", default="", help="reservation name")
+    p.add_argument("-A", metavar="account_string", default="sge", help="account in the accounting record")
+    p.add_argument("-l", metavar="resource_list", action="append", default=[], help="resources to reserve")
+    p.add_argument("-u", metavar="wc_user", action="append", help="access list: users and @user sets")
+    p.add_argument("-q", metavar="wc_queue_list", action="append", help="reserve in these queues")
+    p.add_argument("-now", metavar="y|n", nargs="?", const="yes", help="only queues of qtype INTERACTIVE")
+    p.add_argument("-pe", nargs=2, metavar=("pe_name", "slot_range"), help="parallel environment and slots")
+    p.add_argument("-alloc", nargs=2, metavar=("allocation_rule", "slot_range"),
+                   help="reserve a slot range spread by the rule ($fill_up, $round_robin, $pe_slots)")
+    p.add_argument("-ckpt", metavar="ckpt_name", help="only queues offering this checkpoint environment")
+    p.add_argument("-m", metavar="b|e|a|n", default="n", help="mail at the beginning, end, on error; n: none")
+    p.add_argument("-M", metavar="user[@host],...", action="append", help="mail these addresses")
+    p.add_argument("-he", metavar="y|n", default="no", help="hard error handling (no jobs while in error)")
+    return p
+
+
+def qrsub(argv: Sequence[str] | None = None) -> int:
+    def body() -> int:
+        args = qrsub_parser().parse_args(argv)
+        if args.pe and args.alloc:
+            raise UsageError("-pe and -alloc exclude each other")
+        resources: dict[str, Any] = {}
+        for text in args.l:
+            resources.update(parse_requests(text))
+        request: dict[str, Any] = {
+            "start": date_time(args.a) if args.a else None, "end": date_time(args.e) if args.e else None,
+            "duration": args.d, "name": args.N, "account": args.A, "resources": resources,
+            "users": comma_list(args.u), "queues": comma_list(args.q),
+            "interactive": yes_no("-now", args.now) if args.now is not None else False,
+            "ckpt": args.ckpt, "mail_options": args.m, "mail_list": comma_list(args.M),
+            "hard_error": yes_no("-he", args.he), "verify": args.w == "v",
+        }
+        if args.pe:
+            request.update(pe=args.pe[0], pe_slots=args.pe[1])
+        if args.alloc:
+            request.update(allocation=args.alloc[0], pe_slots=args.alloc[1])
+        result = Client().post("/reservations", request)
+        print(result["message"])
+        if request["verify"]:
+            return 0 if result["verified"] else 1
+        return 0
+
+    return run("qrsub", body)
+
+
+# ---------------------------------------------------------------- qrstat
+OVERVIEW = "{:>7} {:<10} {:<12} {:<5} {:<19} {:<19} {}"
+HEADER = "AR-ID   name       user         state start at            end at              duration"
+DETAIL_WIDTH = 28
+RULE = 87   # the width of the spec's example
+
+
+def _local(iso: str, style: str) -> str:
+    moment = datetime.fromisoformat(iso).astimezone()
+    return moment.strftime("%m/%d/%Y %H:%M:%S" if style == "short" else "%a %b %d %H:%M:%S %Y")
+
+
+def detail_lines(ar: dict[str, Any], explain: bool) -> list[str]:
+    fields = [
+        ("ar_number", ar["ar_id"]), ("ar_name", ar["name"]), ("owner", ar["owner"]), ("state", ar["state"]),
+        ("submission_time", _local(ar["submission_time"], "long")), ("start", _local(ar["start"], "long")),
+        ("end", _local(ar["end"], "long")), ("duration", ar["duration"]), ("account", ar["account"]),
+        ("acl_list", ",".join(ar["acl"])),
+        ("resource_list", ",".join(f"{k}={v}" for k, v in ar["resources"].items()) or "NONE"),
+        ("queue_list", ",".join(ar["queues"]) or "NONE"),
+        ("granted_queues", ",".join(f"{g['queue']}@{g['host']}={g['slots']}" if g["host"]
+                                    else f"{g['queue']}={g['slots']}" for g in ar["granted"])),
+        ("slots", ar["slots"]), ("complex_values", ar["complex_values"]),
+        ("pe", f"{ar['pe']} {ar['pe_range'][0]}-{ar['pe_range'][1]}" if ar["pe"] else "NONE"),
+        ("checkpoint_name", ar["ckpt"] or "NONE"), ("mail_options", ar["mail_options"]),
+        ("mail_list", ar["mail_list"] or "NONE"), ("error_handling", "hard" if ar["hard_error"] else "soft"),
+    ]
+    if explain or ar["message"]:
+        fields.append(("message", ar["message"]))
+    return ["=" * 62] + [f"{name + ':':<{DETAIL_WIDTH}}{value}" for name, value in fields]
+
+
+def to_xml(rows: list[dict[str, Any]], detail: bool) -> str:
+    root = ElementTree.Element("qrstat", {"xmlns:xsd": "http://www.w3.org/2001/XMLSchema"})
+    for ar in rows:
+        node = ElementTree.SubElement(root, "ar_summary")
+        keys = (["ar_id", "name", "owner", "state", "start", "end", "duration"] if not detail else
+                ["ar_id", "name", "owner", "state", "submission_time", "start", "end", "duration", "account",
+                 "slots", "complex_values", "mail_options", "mail_list", "message"])
+        for key in keys:
+            ElementTree.SubElement(node, key).text = str(ar[key] if ar[key] is not None else "")
+        if detail:
+            acl = ElementTree.SubElement(node, "acl_list")
+            for user in ar["acl"]:
+                ElementTree.SubElement(acl, "user").text = user
+            granted = ElementTree.SubElement(node, "granted_slots_list")
+            for g in ar["granted"]:
+                ElementTree.SubElement(granted, "granted_slot", {
+                    "queue": g["queue"], "host": g["host"] or "", "slots": str(g["slots"])})
+    ElementTree.indent(root)
+    return "<?xml version='1.0'?>\n" + ElementTree.tostring(root, encoding="unicode")
+
+
+def qrstat_parser() -> Parser:
+    p = _parser("qrstat", "Show the status of advance reservations.")
+    p.add_argument("-ar", metavar="ar_list", action="append", help="show these reservations (ids, names, patterns)")
+    p.add_argument("-u", metavar="user_list", action="append", help="only reservations of these users ($user, *)")
+    p.add_argument("-explain", action="store_true", help="show why a reservation is in error state")
+    p.add_argument("-xml", action="store_true", help="print XML")
+    return p
+
+
+def qrstat(argv: Sequence[str] | None = None) -> int:
+    def body() -> int:
+        args = qrstat_parser().parse_args(argv)
+        selectors = comma_list(args.ar)
+        users = comma_list(args.u)
+        rows = Client().get("/reservations", ar=selectors or None, user=users or None)
+        if args.xml:
+            print(to_xml(rows, bool(selectors)))
+            return 0
+        if selectors:
+            for ar in rows:
+                print("\n".join(detail_lines(ar, args.explain)))
+            return 0
+        if not rows:
+            return 0
+        print(HEADER)
+        print("-" * RULE)
+        for ar in rows:
+            print(OVERVIEW.format(ar["ar_id"], ar["name"], ar["owner"], ar["state"], _local(ar["start"], "short"),
+                                  _local(ar["end"], "short"), ar["duration"]).rstrip())
+            if args.explain and ar["message"]:
+                for reason in ar["message"].split("; "):
+                    print(f"       {reason}")
+        return 0
+
+    return run("qrstat", body)
+
+
+# ---------------------------------------------------------------- qrdel
+def qrdel(argv: Sequence[str] | None = None) -> int:
+    def body() -> int:
+        p = _parser("qrdel", "Delete advance reservations (their jobs first).")
+        p.add_argument("-f", action="store_true", help="force: remove the jobs without waiting for their pilots")
+        p.add_argument("ar_list", nargs="+", help="AR ids or names, separated by commas or blanks")
+        args = p.parse_args(argv)
+        result = Client().post("/reservations/delete", {"selectors": comma_list(args.ar_list), "force": args.f})
+        for line in result["messages"]:
+            print(line)
+        return 0
+
+    return run("qrdel", body)
+
+
+# ---------------------------------------------------------------- qralter
+def qralter(argv: Sequence[str] | None = None) -> int:
+    def body() -> int:
+        p = _parser("qralter", "Change an advance reservation.")
+        p.add_argument("-N", metavar="name")
+        p.add_argument("-u", metavar="wc_user", action="append")
+        p.add_argument("-m", metavar="b|e|a|n")
+        p.add_argument("-M", metavar="user[@host],...", action="append")
+        p.add_argument("-e", metavar="date_time", help="new end time")
+        p.add_argument("-d", metavar="time", help="new duration")
+        p.add_argument("ar_id", type=int)
+        args = p.parse_args(argv)
+        change = {"name": args.N, "users": comma_list(args.u) if args.u else None, "mail_options": args.m,
+                  "mail_list": comma_list(args.M) if args.M else None,
+                  "end": date_time(args.e) if args.e else None, "duration": args.d}
+        change = {k: v for k, v in change.items() if v is not None}
+        if not change:
+            raise UsageError("nothing to change: give -N, -u, -m, -M, -e or -d")
+        print(Client().request("PATCH", f"/reservations/{args.ar_id}", json=change)["message"])
+        return 0
+
+    return run("qralter", body)

@@ -1,0 +1,140 @@
+"""The reservation layer of the Matcher (specs/003 5.2.2.1.3 item 2, 5.3.2.2, 5.3.2.3).
+
+* A job of a reservation is matched only while the reservation runs (state
+  r, or E with soft error handling), only on the queues (and hosts) it was
+  granted, and it is debited from the reservation: its consumables are
+  charged to the reservation's own usage rows ``ar:<id>|<scope>``, whose
+  capacity is what the reservation booked there.
+* Any other job: one without a runtime limit (h_rt) is never matched to a
+  queue that holds a reservation (waiting or running), or, when the
+  reservation is bound to hosts, to those hosts of the queue, so it cannot
+  hold reserved slots at the start; one with h_rt is matched if it ends (h_rt
+  plus duration_offset) before the reservations it overlaps start, or if it
+  fits beside them: the capacity its debits are checked against is reduced
+  by what those reservations booked. A running reservation already holds
+  its bookings in the usage rows, so only waiting ones reduce capacities.
+
+With no reservation the layer returns at once (``ctx.reservations`` is None).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from wms.core.match.context import MatchContext, TaskQueueView
+from wms.core.match.verdict import ALLOW, not_now
+from wms.core.reservations.states import STARTED, usable
+
+LAYER = "reservation"
+REASON_UNKNOWN = "advance reservation {ar_id} does not exist or has ended"
+REASON_NOT_RUNNING = "advance reservation {ar_id} is not running (state {state}, starts {start})"
+REASON_HARD_ERROR = "advance reservation {ar_id} is in error state and its error handling is hard (-he yes)"
+REASON_OTHER_QUEUE = "advance reservation {ar_id} holds nothing in this queue"
+REASON_OTHER_HOST = "advance reservation {ar_id} holds nothing on host {host}"
+REASON_NO_RUNTIME_LIMIT = ("jobs without a runtime limit (h_rt) never run in a queue holding an advance "
+                           "reservation ({ids})")
+
+
+@dataclass(frozen=True)
+class ReservationView:
+    ar_id: int
+    state: str
+    start: datetime
+    end: datetime
+    hard_error: bool
+    acl: tuple[str, ...]
+    # (scope, resource, amount, queue, host or None)
+    bookings: tuple[tuple[str, str, float, str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now: datetime
+    reservations: tuple[ReservationView, ...]
+    duration_offset: float = 0.0
+
+    def __post_init__(self) -> None:
+        # Looked up per task queue: index once.
+        held: dict[str, list[tuple[int, str | None]]] = {}
+        for view in self.reservations:
+            for queue, host in sorted({(b[3], b[4]) for b in view.bookings}, key=lambda qh: (qh[0], qh[1] or "")):
+                held.setdefault(queue, []).append((view.ar_id, host))
+        object.__setattr__(self, "_by_id", {r.ar_id: r for r in self.reservations})
+        object.__setattr__(self, "_held", held)
+
+    def get(self, ar_id: int) -> ReservationView | None:
+        return self._by_id.get(ar_id)
+
+    def holding(self, queue: str, host: str) -> list[int]:
+        """The reservations that booked ``queue`` as a whole, or on ``host``."""
+        return sorted({ar_id for ar_id, bound in self._held.get(queue, ()) if bound is None or bound == host})
+
+
+def _h_rt(tq: TaskQueueView) -> float | None:
+    value = tq.hard.get("h_rt")
+    if value is None or (isinstance(value, float) and math.isinf(value)):
+        return None
+    return float(value)
+
+
+class ReservationLayer:
+    name = LAYER
+
+    def check(self, ctx: MatchContext, tq: TaskQueueView):
+        snap: Snapshot | None = getattr(ctx, "reservations", None)
+        ar_id = tq.definition.get("reservation")
+        if ar_id is None:
+            if snap is None or _h_rt(tq) is not None:
+                return ALLOW
+            holding = snap.holding(ctx.request.ref.name, ctx.request.host)
+            if holding:
+                return not_now(LAYER, REASON_NO_RUNTIME_LIMIT.format(ids=", ".join(map(str, holding))))
+            return ALLOW
+        view = snap.get(ar_id) if snap is not None else None
+        if view is None:
+            return not_now(LAYER, REASON_UNKNOWN.format(ar_id=ar_id))
+        if not usable(view.state, view.hard_error):
+            if view.state == "E":
+                return not_now(LAYER, REASON_HARD_ERROR.format(ar_id=ar_id))
+            return not_now(LAYER, REASON_NOT_RUNNING.format(ar_id=ar_id, state=view.state,
+                                                           start=view.start.strftime("%m/%d/%Y %H:%M:%S")))
+        here = [b for b in view.bookings if b[3] == ctx.request.ref.name]
+        if not here:
+            return not_now(LAYER, REASON_OTHER_QUEUE.format(ar_id=ar_id))
+        hosts = {b[4] for b in here}
+        if None not in hosts and ctx.request.host not in hosts:
+            return not_now(LAYER, REASON_OTHER_HOST.format(ar_id=ar_id, host=ctx.request.host))
+        return ALLOW
+
+
+def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: list[Any]) -> list[Any]:
+    """The claim's debits with reservations applied (see the module docstring)."""
+    snap: Snapshot | None = getattr(ctx, "reservations", None)
+    if snap is None:
+        return debits
+    ar_id = tq.definition.get("reservation")
+    if ar_id is not None:
+        view = snap.get(ar_id)
+        if view is None:
+            return debits
+        held: dict[tuple[str, str], float] = {}
+        for scope, resource, amount, _, _ in view.bookings:
+            held[(scope, resource)] = held.get((scope, resource), 0.0) + amount
+        return [dataclasses.replace(d, scope=f"ar:{ar_id}|{d.scope}", capacity=held[(d.scope, d.resource)])
+                if (d.scope, d.resource) in held else d for d in debits]
+    h_rt = _h_rt(tq)
+    ends = None if h_rt is None else snap.now + timedelta(seconds=h_rt + snap.duration_offset)
+    reduce: dict[tuple[str, str], float] = {}
+    for view in snap.reservations:
+        if view.state in STARTED or view.end <= snap.now or (ends is not None and view.start >= ends):
+            continue
+        for scope, resource, amount, _, _ in view.bookings:
+            reduce[(scope, resource)] = reduce.get((scope, resource), 0.0) + amount
+    if not reduce:
+        return debits
+    return [dataclasses.replace(d, capacity=d.capacity - reduce[(d.scope, d.resource)])
+            if (d.scope, d.resource) in reduce else d for d in debits]

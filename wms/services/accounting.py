@@ -1,0 +1,60 @@
+"""Accounting (specs/003 5.4): finished jobs, each with the advance reservation
+it ran in, and per reservation the slot-seconds reserved and used."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from wms.core.identity import Identity
+from wms.core.reservations import access
+from wms.core.reservations.states import ARState
+from wms.core.states import FINAL_STATES
+from wms.db import reservations as ar_db
+from wms.db.engine import reading
+from wms.services.runtime import Runtime
+
+
+def reservations(runtime: Runtime, identity: Identity, now: datetime) -> list[dict[str, Any]]:
+    """Per reservation: slot-seconds reserved and used by its jobs (specs/003 5.4)."""
+    with reading(runtime.engine) as conn:
+        rows = ar_db.list_reservations(conn)
+        out = []
+        for row in rows:
+            if identity.role not in access.ADMIN_ROLES and row["owner"] != identity.user:
+                continue
+            granted = json.loads(row["granted"])
+            slots = sum(g["slots"] for g in granted)
+            end = row["end_time"] if row["state"] != ARState.DELETED else min(row["updated"], row["end_time"])
+            end = min(end, now)
+            reserved = max((end - row["start_time"]).total_seconds(), 0) * slots
+            used = 0.0
+            jobs = ar_db.jobs_of_reservation(conn, row["ar_id"])
+            for job in jobs:
+                if job["start_time"] is None:
+                    continue
+                stop = job["end_time"] or (job["last_update_time"] if job["status"] in FINAL_STATES else now)
+                used += max((stop - job["start_time"]).total_seconds(), 0) * (job["slots"] or 1)
+            out.append({"ar_id": row["ar_id"], "name": row["name"], "owner": row["owner"],
+                        "account": row["account"], "state": row["state"], "slots": slots,
+                        "reserved_slot_seconds": round(reserved), "used_slot_seconds": round(used),
+                        "jobs": len(jobs)})
+    return out
+
+
+def jobs(runtime: Runtime, identity: Identity) -> list[dict[str, Any]]:
+    """One record per finished job, carrying its reservation id (specs/003 5.4.3.1)."""
+    owner = None if identity.role in access.ADMIN_ROLES else identity.user
+    with reading(runtime.engine) as conn:
+        rows = ar_db.finished_jobs(conn, owner)
+    out = []
+    for r in rows:
+        end = r["end_time"] or r["last_update_time"]
+        wall = (end - r["start_time"]).total_seconds() if r["start_time"] and end else 0
+        out.append({"JobID": r["job_id"], "Owner": r["owner"], "OwnerGroup": r["owner_group"], "Status": r["status"],
+                    "Queue": r["queue"], "Host": r["host"], "Slots": r["slots"],
+                    "Start": r["start_time"].isoformat() if r["start_time"] else None,
+                    "End": end.isoformat() if end else None, "WallClock": round(max(wall, 0)),
+                    "ExitCode": r["exit_code"], "AR": r["reservation_id"]})
+    return out

@@ -1,0 +1,606 @@
+"""Advance reservations (specs/003): qrsub, qrstat, qrdel, qralter and the
+lifecycle the reservation_manager agent drives.
+
+A grant is one transaction: take the lock rows of every scope the request
+could book (sorted, so concurrent grants never deadlock), read the booking
+calendar (running jobs until their h_rt ends, every other reservation),
+decide with ``core.reservations.grant`` and store the reservation and its
+bookings. Two grants for the same slots therefore run one after the other,
+whatever the number of server processes, and the second sees the first's
+bookings.
+
+While a reservation runs (states r and E) what it booked is held in the
+usage rows, so the Matcher's conditional debits keep other jobs out; its
+own jobs are debited against the reservation's scopes
+(``ar:<id>|<scope>``) instead (core/match/reservations.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from wms.core import complexes as cx_rules
+from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound, WmsError
+from wms.core.identity import Identity
+from wms.core.match import levels
+from wms.core.match.context import LevelValues, host_scope
+from wms.core.match.reservations import ReservationView, Snapshot
+from wms.core.patterns import match_pattern
+from wms.core.quantities import format_time, parse_time
+from wms.core.reservations import access
+from wms.core.reservations.calendar import Calendar, Use
+from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, booked_scopes, decide
+from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_state
+from wms.core.reservations.switches import (
+    DEFAULT_ACCOUNT, ReservationSpec, build_request, check_name, parse_mail_list, parse_mail_options,
+)
+from wms.core.reservations.timespec import Window, changed_end, parse_duration
+from wms.core.resources import QueueRef
+from wms.core.states import JobStatus, KILLABLE
+from wms.db import jobs as jobs_db
+from wms.db import matching as match_db
+from wms.db import reservations as ar_db
+from wms.db.engine import reading
+from wms.services import mail
+from wms.services.retry import run_in_transaction
+from wms.services import complexes as complexes_service
+from wms.services.runtime import Runtime
+
+SOURCE = "ReservationManager"
+MAX_LOCK = "max_advance_reservations"
+
+
+class ReservationDenied(WmsError):
+    """The request is valid but cannot be granted now (qrsub exits 1)."""
+
+    status = 409
+
+
+class TooManyReservations(WmsError):
+    """max_advance_reservations reached (qrsub exits 25)."""
+
+    status = 429
+
+
+# ---------------------------------------------------------------- candidates and the calendar
+def configured_hosts(runtime: Runtime) -> list[str]:
+    """Hosts cluster.yaml names: entries of ``hosts`` and members of host groups."""
+    cluster = runtime.config.cluster
+    names = {h for h in cluster.hosts if not h.startswith("@")}
+    for members in cluster.hostgroups.values():
+        names |= {m for m in members if not m.startswith("@")}
+    return sorted(names)
+
+
+def candidates(runtime: Runtime) -> list[Candidate]:
+    """Every queue, alone and bound to each configured host (cached per configuration)."""
+    cache = runtime.match_cache.setdefault("ar_candidates", {})
+    if "list" in cache:
+        return cache["list"]
+    table = runtime.complexes
+    cluster = runtime.config.cluster
+    global_values = levels.global_level(table, cluster)
+    host_levels = {}
+    for host in configured_hosts(runtime):
+        configured = levels.host_configuration(cluster, host)
+        fixed = levels.parse_values(table, configured, f"hosts.{host}")
+        fixed["hostname"] = host
+        host_levels[host] = LevelValues("host", fixed, scope=host_scope(host) if configured else None)
+    out = []
+    for ref, params in runtime.resources_for(None).queue_items():
+        queue_values = levels.queue_level(table, ref, params.get("complex_values") or {})
+        out.append(Candidate(ref.name, None, params, (global_values, queue_values)))
+        for host, host_values in host_levels.items():
+            out.append(Candidate(ref.name, host, params, (global_values, host_values, queue_values)))
+    cache["list"] = out
+    return out
+
+
+def _h_rt(definition: Any) -> float | None:
+    data = json.loads(definition) if isinstance(definition, str) else dict(definition or {})
+    value = (data.get("resource_requests") or {}).get("h_rt")
+    if value is None:
+        return None
+    seconds = parse_time(value)
+    return None if math.isinf(seconds) else seconds
+
+
+def read_calendar(runtime: Runtime, conn: Connection, now: datetime, exclude: int | None = None
+                  ) -> tuple[Calendar, frozenset[str], frozenset[str]]:
+    """The booking calendar, and the queues and hosts where jobs without a runtime limit run."""
+    calendar = Calendar()
+    offset = timedelta(seconds=runtime.config.settings.duration_offset)
+    for b in ar_db.active_bookings(conn, [s.value for s in ACTIVE], exclude=exclude):
+        calendar.add((b["scope"], b["resource"]), Use(b["start_time"], b["end_time"], float(b["amount"])))
+    holding = ar_db.holding_jobs(conn)
+    ends: dict[int, datetime | None] = {}
+    unlimited_queues: set[str] = set()
+    unlimited_hosts: set[str] = set()
+    for job in holding:
+        if job["reservation_id"] is not None:
+            continue   # inside its reservation's booking
+        h_rt = _h_rt(job["definition"])
+        begun = job["start_time"] or job["matched_time"] or now
+        if h_rt is None:
+            ends[job["job_id"]] = None
+            unlimited_queues.add(job["queue"])
+            if job["host"]:
+                unlimited_hosts.add(job["host"])
+        else:
+            ends[job["job_id"]] = begun + timedelta(seconds=h_rt) + offset
+    for debit in ar_db.debits_of(conn, list(ends)):
+        calendar.add((debit["scope"], debit["resource"]), Use(now, ends[debit["job_id"]], float(debit["amount"])))
+    return calendar, frozenset(unlimited_queues), frozenset(unlimited_hosts)
+
+
+def _booking_rows(decision: Decision) -> list[dict[str, Any]]:
+    return [{"scope": b.scope, "resource": b.resource, "amount": b.amount, "queue": b.queue, "host": b.host or ""}
+            for b in decision.bookings]
+
+
+def _granted(decision: Decision) -> list[dict[str, Any]]:
+    return [{"queue": a.queue, "host": a.host, "slots": a.slots} for a in decision.allocations]
+
+
+def _denial(decision: Decision) -> str:
+    head = "error: no queue instances to reserve" if decision.message == NO_QUEUES \
+        else f"denied: {decision.message}"
+    if decision.reasons:
+        head += " (" + "; ".join(f"{where}: {why}" for where, why in sorted(decision.reasons.items())) + ")"
+    return head
+
+
+# ---------------------------------------------------------------- qrsub
+def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: datetime) -> dict[str, Any]:
+    """Grant (or, with ``verify``, only check) an advance reservation."""
+    usersets = runtime.config.cluster.usersets
+    if not access.may_create(identity.role, identity.user, usersets):
+        raise Forbidden(f"denied: {identity.user} is neither manager nor operator nor member of the "
+                        f"{access.ARUSERS} user set: may not submit advance reservations")
+    complexes_service.sync(runtime)
+    request, stored = build_request(runtime.complexes, runtime.config.cluster, identity.user, spec, now)
+    mail_options = parse_mail_options(spec.mail_options)
+    mail_list = parse_mail_list(spec.mail_list)
+    cands = candidates(runtime)
+    limit = runtime.config.settings.max_advance_reservations
+
+    def grant(conn: Connection) -> tuple[Decision, int | None]:
+        scopes = booked_scopes(runtime.complexes, request, cands, usersets)
+        if limit and not spec.verify:
+            scopes.add(MAX_LOCK)
+        ar_db.lock_scopes(conn, scopes)
+        if limit and not spec.verify and ar_db.count_in_states(conn, [s.value for s in ACTIVE]) >= limit:
+            raise TooManyReservations(f"denied: the maximum number of advance reservations ({limit}) "
+                                      "is reached (max_advance_reservations)")
+        calendar, unlimited_queues, unlimited_hosts = read_calendar(runtime, conn, now)
+        decision = decide(runtime.complexes, request, cands, calendar, usersets, unlimited_queues, unlimited_hosts)
+        if not decision.granted or spec.verify:
+            return decision, None
+        ar_id = ar_db.insert_reservation(conn, {
+            "name": spec.name or "", "owner": identity.user, "owner_group": identity.group, "vo": identity.vo,
+            "account": spec.account or DEFAULT_ACCOUNT, "state": ARState.WAITING.value,
+            "submission_time": now, "start_time": request.window.start, "end_time": request.window.end,
+            "acl": json.dumps(list(request.acl)), "request": json.dumps(stored, sort_keys=True),
+            "granted": json.dumps(_granted(decision)), "mail_options": mail_options,
+            "mail_list": ",".join(mail_list), "hard_error": spec.hard_error, "message": "", "updated": now,
+        })
+        ar_db.insert_bookings(conn, ar_id, _booking_rows(decision))
+        return decision, ar_id
+
+    decision, ar_id = run_in_transaction(runtime.engine, grant)
+    if spec.verify:
+        return {"verified": decision.granted, "message": "verification: found possible assignment"
+                if decision.granted else f"verification: {_denial(decision)}",
+                "granted": _granted(decision), "reasons": decision.reasons}
+    if not decision.granted:
+        raise ReservationDenied(_denial(decision))
+    forget(runtime)
+    if request.window.start <= now:
+        # Starting now: running at once rather than at the agent's next round.
+        with reading(runtime.engine) as conn:
+            row = ar_db.get(conn, ar_id)
+        if row is not None and _move(runtime, row, ARState.RUNNING, "", now):
+            forget(runtime)
+            if "b" in row["mail_options"]:
+                notify(runtime, row, "started")
+    return {"ar_id": ar_id, "message": f"Your advance reservation {ar_id} has been granted",
+            "granted": _granted(decision)}
+
+
+# ---------------------------------------------------------------- qrstat
+def _view(row: dict[str, Any], bookings: list[dict[str, Any]], runtime: Runtime) -> dict[str, Any]:
+    granted = json.loads(row["granted"])
+    request = json.loads(row["request"])
+    duration = (row["end_time"] - row["start_time"]).total_seconds()
+    slots = ",".join(f"{g['host'] or g['queue']}={g['slots']}" for g in granted)
+    values = []
+    for b in bookings:
+        if b["resource"] == "slots":
+            continue
+        where = b["host"] or b["queue"]
+        cx = runtime.complexes.get(b["resource"])
+        amount = cx_rules.format_value(cx, b["amount"]) if cx is not None else str(b["amount"])
+        values.append(f"{where}={b['resource']}={amount}")
+    return {
+        "ar_id": row["ar_id"], "name": row["name"], "owner": row["owner"], "state": row["state"],
+        "start": row["start_time"].isoformat(), "end": row["end_time"].isoformat(),
+        "duration": format_duration(duration), "submission_time": row["submission_time"].isoformat(),
+        "account": row["account"], "acl": json.loads(row["acl"]), "resources": request.get("resources", {}),
+        "queues": request.get("queues", []), "pe": request.get("pe"), "pe_range": request.get("pe_range"),
+        "ckpt": request.get("ckpt"), "granted": granted, "slots": slots, "complex_values": ",".join(values),
+        "mail_options": row["mail_options"], "mail_list": row["mail_list"],
+        "hard_error": bool(row["hard_error"]), "message": row["message"],
+    }
+
+
+def format_duration(seconds: float) -> str:
+    """qrstat's durations: ``0:10:10``, ``24:0:10`` (h:m:s without padding)."""
+    total = int(seconds)
+    return f"{total // 3600}:{total % 3600 // 60}:{total % 60}"
+
+
+def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = None,
+         users: list[str] | None = None) -> list[dict[str, Any]]:
+    """qrstat: active reservations, or those ``selectors`` name (ids, names, name patterns) in any state."""
+    with reading(runtime.engine) as conn:
+        if selectors:
+            rows = ar_db.list_reservations(conn)
+            chosen = []
+            for selector in selectors:
+                found = [r for r in rows if _selected(selector, r)]
+                if not found:
+                    raise NotFound(f"advance reservation {selector} does not exist")
+                chosen.extend(r for r in found if r not in chosen)
+            rows = chosen
+        else:
+            rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+        if users:
+            wanted = [identity.user if u == "$user" else u for u in users]
+            rows = [r for r in rows if any(match_pattern(u, r["owner"]) for u in wanted)]
+        bookings = ar_db.bookings_of(conn, [r["ar_id"] for r in rows])
+    return [_view(r, bookings[r["ar_id"]], runtime) for r in rows]
+
+
+def _selected(selector: str, row: dict[str, Any]) -> bool:
+    if selector.isdigit():
+        return int(selector) == row["ar_id"]
+    return bool(row["name"]) and match_pattern(selector, row["name"])
+
+
+# ---------------------------------------------------------------- qrdel
+def _resolve(conn: Connection, selector: str) -> list[int]:
+    if str(selector).isdigit():
+        return [int(selector)]
+    found = ar_db.ids_by_name(conn, selector, [s.value for s in ACTIVE])
+    if not found:
+        raise NotFound(f"advance reservation {selector} does not exist")
+    return found
+
+
+def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bool, now: datetime) -> list[str]:
+    """qrdel: in the given order, remove each reservation's jobs, then the reservation.
+
+    Only its owner, operators and managers may. Jobs are killed at once
+    (their pilots stop them at the next heartbeat), with or without -f:
+    this system never waits for an execution host to confirm.
+    """
+    messages = []
+    for selector in selectors:
+        with reading(runtime.engine) as conn:
+            ids = _resolve(conn, selector)
+        for ar_id in ids:
+            with reading(runtime.engine) as conn:
+                row = ar_db.get(conn, ar_id)
+            if row is None:
+                raise NotFound(f"advance reservation {ar_id} does not exist")
+            if not access.may_administer(identity.role, identity.user, row["owner"]):
+                raise Forbidden(f"{identity.user} is not allowed to delete advance reservation {ar_id} "
+                                f"(owner {row['owner']}; only the owner, operators and managers may)")
+            if row["state"] in FINAL:
+                raise NotFound(f"advance reservation {ar_id} does not exist (it is {_STATE_WORDS[row['state']]})")
+            finish(runtime, ar_id, ARState.DELETED, f"Killed: advance reservation {ar_id} deleted by "
+                                                    f"{identity.user}", now)
+            messages.append(f"{identity.user} deleted advance reservation {ar_id}")
+    return messages
+
+
+_STATE_WORDS = {"x": "exited", "d": "deleted"}
+
+
+def finish(runtime: Runtime, ar_id: int, final: ARState, minor: str, now: datetime) -> bool:
+    """Kill every job of the reservation, give back what it holds, then mark it ``final`` (x or d)."""
+
+    def work(conn: Connection) -> bool:
+        row = ar_db.get(conn, ar_id, lock=True)
+        if row is None or row["state"] in FINAL:
+            return False
+        doomed = [j["job_id"] for j in ar_db.jobs_of_reservation(conn, ar_id, [s.value for s in KILLABLE])]
+        killed = jobs_db.set_status(conn, doomed, JobStatus.KILLED.value, minor, SOURCE, now,
+                                    expect={s.value for s in KILLABLE})
+        match_db.release_debits(conn, killed)
+        if row["state"] in {s.value for s in STARTED}:
+            _hold(conn, ar_id, -1)
+        return ar_db.set_state(conn, ar_id, [row["state"]], final.value, now)
+
+    changed = run_in_transaction(runtime.engine, work)
+    if changed:
+        forget(runtime)
+    return changed
+
+
+def _hold(conn: Connection, ar_id: int, sign: int) -> None:
+    """Take (+1) or give back (-1) the reservation's bookings in the usage rows."""
+    totals: dict[tuple[str, str], float] = {}
+    for b in ar_db.bookings_of(conn, [ar_id])[ar_id]:
+        key = (b["scope"], b["resource"])
+        totals[key] = totals.get(key, 0.0) + sign * float(b["amount"])
+    ar_db.change_usage(conn, totals)
+
+
+# ---------------------------------------------------------------- qralter
+@dataclass
+class Changes:
+    name: str | None = None
+    users: list[str] | None = None
+    mail_options: str | None = None
+    mail_list: list[str] | None = None
+    end: datetime | None = None
+    duration: str | None = None
+
+
+def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Changes, now: datetime) -> dict[str, Any]:
+    """qralter: change the name, access list, mail, or end (-e) / duration (-d) while waiting or running.
+
+    A longer window is checked against the calendar again (the other
+    reservations and the running jobs), under the same locks as a grant; a
+    new access list against the queues already granted.
+    """
+    values: dict[str, Any] = {}
+    if changes.name is not None:
+        values["name"] = check_name(changes.name)
+    if changes.mail_options is not None:
+        values["mail_options"] = parse_mail_options(changes.mail_options)
+    if changes.mail_list is not None:
+        values["mail_list"] = ",".join(parse_mail_list(changes.mail_list))
+    usersets = runtime.config.cluster.usersets
+    acl = access.parse_acl(changes.users, usersets) if changes.users is not None else None
+    if acl is not None:
+        values["acl"] = json.dumps(list(acl))
+    duration = parse_duration(changes.duration) if changes.duration else None
+    cands = {(c.queue, c.host): c for c in candidates(runtime)}
+
+    def work(conn: Connection) -> dict[str, Any]:
+        row = ar_db.get(conn, ar_id)
+        if row is None:
+            raise NotFound(f"advance reservation {ar_id} does not exist")
+        if not access.may_administer(identity.role, identity.user, row["owner"]):
+            raise Forbidden(f"{identity.user} is not allowed to modify advance reservation {ar_id}")
+        if row["state"] not in (ARState.WAITING, ARState.RUNNING):
+            raise Conflict(f"advance reservation {ar_id} can only be changed while waiting or running "
+                           f"(it is in state {row['state']})")
+        granted = json.loads(row["granted"])
+        if acl is not None:
+            users = access.acl_users(acl, usersets)
+            for g in granted:
+                cand = cands.get((g["queue"], g["host"]))
+                reason = access.queue_denies(cand.params if cand else {}, users, acl, usersets)
+                if reason:
+                    raise Conflict(f"refused: the new access list does not fit queue {g['queue']}: {reason}")
+        if changes.end is not None or duration is not None:
+            window = Window(row["start_time"], changed_end(row["start_time"], now, changes.end, duration))
+            bookings = ar_db.bookings_of(conn, [ar_id])[ar_id]
+            if window.end > row["end_time"]:
+                ar_db.lock_scopes(conn, {b["scope"] for b in bookings})
+                calendar, _, _ = read_calendar(runtime, conn, now, exclude=ar_id)
+                for b in bookings:
+                    capacity = _capacity(cands, b)
+                    if capacity is None:
+                        continue
+                    free = calendar.free((b["scope"], b["resource"]), capacity, window.start, window.end)
+                    if b["amount"] > free + 1e-9:
+                        raise Conflict(f"refused: {b['resource']} at {b['scope']}: {b['amount']:g} reserved, only "
+                                       f"{max(free, 0):g} free until the new end")
+            values["end_time"] = window.end
+        if values:
+            ar_db.update_fields(conn, ar_id, {**values, "updated": now})
+        return {"ar_id": ar_id, "message": f"{identity.user} modified advance reservation {ar_id}"}
+
+    result = run_in_transaction(runtime.engine, work)
+    forget(runtime)
+    return result
+
+
+def _capacity(cands: dict, booking: dict[str, Any]) -> float | None:
+    cand = cands.get((booking["queue"], booking["host"] or None))
+    if cand is None:
+        return None
+    for level in cand.levels:
+        if level.scope == booking["scope"] and booking["resource"] in level.fixed:
+            return float(level.fixed[booking["resource"]])
+    return None
+
+
+# ---------------------------------------------------------------- the lifecycle agent
+def lost_queues(runtime: Runtime, granted: list[dict[str, Any]]) -> list[str]:
+    """Granted queues (or hosts) that are gone: removed from the configuration or disabled."""
+    resources = runtime.resources_for(None)
+    hosts = set(configured_hosts(runtime))
+    out = []
+    for g in granted:
+        try:
+            ref = QueueRef.parse(g["queue"])
+        except InvalidInput:
+            out.append(f"queue {g['queue']} is unknown")
+            continue
+        if not resources.has_queue(ref):
+            out.append(f"queue {g['queue']} is no longer configured")
+        elif _disabled(resources.queue_parameter_map(ref).get("Disabled")):
+            out.append(f"queue {g['queue']} is disabled")
+        elif g.get("host") and g["host"] not in hosts:
+            out.append(f"host {g['host']} is no longer configured")
+    return out
+
+
+def _disabled(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "yes", "1") if value is not None else False
+
+
+def manage(runtime: Runtime, now: datetime) -> dict[str, Any]:
+    """One round of the reservation_manager agent: w -> r at the start (resources taken),
+    r -> x at the end (jobs killed first, resources given back), E/W when a granted
+    queue is lost and back when it returns; mail on -m b/e/a. Safe to run twice at once:
+    every change is conditional on the state read."""
+    report = {"started": [], "ended": [], "error": [], "recovered": []}
+    with reading(runtime.engine) as conn:
+        rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+    for row in rows:
+        lost = lost_queues(runtime, json.loads(row["granted"]))
+        target = due_state(row["state"], row["start_time"], row["end_time"], now, bool(lost))
+        if target == row["state"]:
+            continue
+        if target is ARState.EXITED:
+            if finish(runtime, row["ar_id"], ARState.EXITED,
+                      f"Killed: advance reservation {row['ar_id']} ended", now):
+                report["ended"].append(row["ar_id"])
+                if "e" in row["mail_options"]:
+                    notify(runtime, row, "ended")
+            continue
+        message = "; ".join(lost)
+        if _move(runtime, row, target, message, now):
+            forget(runtime)
+            if row["state"] == ARState.WAITING_ERROR and target is ARState.ERROR:
+                report["started"].append(row["ar_id"])   # started while still in error: no new mail
+            elif target is ARState.RUNNING and row["state"] == ARState.WAITING:
+                report["started"].append(row["ar_id"])
+                if "b" in row["mail_options"]:
+                    notify(runtime, row, "started")
+            elif target in (ARState.ERROR, ARState.WAITING_ERROR):
+                report["error"].append(row["ar_id"])
+                if "a" in row["mail_options"]:
+                    notify(runtime, row, f"is in error state: {message}")
+            else:
+                report["recovered"].append(row["ar_id"])
+                if "a" in row["mail_options"]:
+                    notify(runtime, row, "is valid again")
+                if target is ARState.RUNNING and row["state"] == ARState.WAITING_ERROR and "b" in row["mail_options"]:
+                    notify(runtime, row, "started")
+    return report
+
+
+def _move(runtime: Runtime, row: dict[str, Any], target: ARState, message: str, now: datetime) -> bool:
+    started_before = row["state"] in {s.value for s in STARTED}
+    started_after = target in STARTED
+
+    def work(conn: Connection) -> bool:
+        if not ar_db.set_state(conn, row["ar_id"], [row["state"]], target.value, now, message):
+            return False
+        if started_after and not started_before:
+            _hold(conn, row["ar_id"], +1)
+        return True
+
+    return run_in_transaction(runtime.engine, work)
+
+
+def notify(runtime: Runtime, row: dict[str, Any], event: str) -> None:
+    """Mail the owner and the -M addresses about the reservation."""
+    recipients = [a for a in row["mail_list"].split(",") if a] or [row["owner"]]
+    subject = f"Advance reservation {row['ar_id']} ({row['name'] or 'no name'}) {event}"
+    body = (f"Advance reservation {row['ar_id']} of {row['owner']} {event}.\n"
+            f"Start: {row['start_time'].isoformat()}\nEnd:   {row['end_time'].isoformat()}\n")
+    mail.send(runtime.config.settings.smtp, recipients, subject, body)
+
+
+# ---------------------------------------------------------------- for the Matcher and submission
+# Seconds a process reuses its list of active reservations: a reservation
+# granted or changed by another server process is seen at most this late.
+VIEWS_TTL = 1.0
+
+
+def forget(runtime: Runtime) -> None:
+    runtime.match_cache.pop("reservations", None)
+
+
+def snapshot(runtime: Runtime, now: datetime) -> Snapshot | None:
+    """The active reservations as the Matcher sees them, cached briefly; None when there are none."""
+    cache = runtime.match_cache.setdefault("reservations", {})
+    clock = time.monotonic()
+    if "views" not in cache or clock - cache["since"] > VIEWS_TTL:
+        with reading(runtime.engine) as conn:
+            rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+            bookings = ar_db.bookings_of(conn, [r["ar_id"] for r in rows]) if rows else {}
+        cache["views"] = tuple(_matcher_view(r, bookings[r["ar_id"]]) for r in rows)
+        cache["since"] = clock
+    views = cache["views"]
+    if not views:
+        return None
+    return Snapshot(now=now, reservations=views, duration_offset=runtime.config.settings.duration_offset)
+
+
+def _matcher_view(row: dict[str, Any], bookings: list[dict[str, Any]]) -> ReservationView:
+    return ReservationView(
+        ar_id=row["ar_id"], state=row["state"], start=row["start_time"], end=row["end_time"],
+        hard_error=bool(row["hard_error"]), acl=tuple(json.loads(row["acl"])),
+        bookings=tuple((b["scope"], b["resource"], float(b["amount"]), b["queue"], b["host"] or None)
+                       for b in bookings),
+    )
+
+
+def check_job(runtime: Runtime, identity: Identity, ar_id: int, hard: dict[str, Any], slots: int,
+              now: datetime) -> float:
+    """A job asking for reservation ``ar_id`` (specs/003 5.3.2.1): it exists, the user is on its
+    access list, its h_rt fits, and it requests only what the reservation holds.
+
+    Returns the runtime limit every job of the reservation has (specs/003
+    5.2.2.1.1): the reservation's duration minus duration_offset."""
+    with reading(runtime.engine) as conn:
+        row = ar_db.get(conn, ar_id)
+        bookings = ar_db.bookings_of(conn, [ar_id])[ar_id] if row else []
+    if row is None or row["state"] in FINAL:
+        raise InvalidInput(f"-ar: advance reservation {ar_id} does not exist")
+    if not access.on_acl(identity.user, json.loads(row["acl"]), runtime.config.cluster.usersets):
+        raise Forbidden(f"-ar: {identity.user} has no access to advance reservation {ar_id}")
+    offset = runtime.config.settings.duration_offset
+    window = (row["end_time"] - row["start_time"]).total_seconds() - offset
+    left = (row["end_time"] - now).total_seconds() - offset
+    h_rt = hard.get("h_rt")
+    if h_rt is not None and not math.isinf(float(h_rt)):
+        if float(h_rt) > window:
+            raise InvalidInput(f"-ar: h_rt {format_time(float(h_rt))} is longer than the reservation's "
+                               f"duration minus duration_offset ({format_time(max(window, 0))})")
+        if float(h_rt) > left:
+            raise InvalidInput(f"-ar: h_rt {format_time(float(h_rt))} does not end before advance "
+                               f"reservation {ar_id} ends ({format_time(max(left, 0))} left)")
+    reserved: dict[str, float] = {}
+    for b in bookings:
+        reserved[b["resource"]] = reserved.get(b["resource"], 0.0) + float(b["amount"])
+    for name, value in hard.items():
+        cx = runtime.complexes.resolve(name)
+        if cx.is_consumable:
+            amount = cx_rules.consumable_amount(cx, value, slots)
+            if amount > reserved.get(cx.name, 0.0):
+                raise InvalidInput(f"-ar: {cx.name}={cx_rules.format_value(cx, value)} is more than advance "
+                                   f"reservation {ar_id} holds ({cx_rules.format_value(cx, reserved.get(cx.name, 0))})")
+    if slots > reserved.get("slots", 0):
+        raise InvalidInput(f"-ar: {slots} slots requested, advance reservation {ar_id} holds "
+                           f"{int(reserved.get('slots', 0))}")
+    if window <= 0:
+        raise InvalidInput(f"-ar: advance reservation {ar_id} is shorter than duration_offset: no job fits")
+    return window
+
+
+def reserved_slots(runtime: Runtime) -> dict[str, float]:
+    """Slots reserved now (by running reservations) per scope, for `wms queues`."""
+    with reading(runtime.engine) as conn:
+        rows = ar_db.active_bookings(conn, [s.value for s in STARTED])
+    out: dict[str, float] = {}
+    for b in rows:
+        if b["resource"] == "slots":
+            out[b["scope"]] = out.get(b["scope"], 0.0) + float(b["amount"])
+    return out
