@@ -87,6 +87,8 @@ def celery_settings(config: Config) -> dict[str, Any]:
             task_name(name): {"time_limit": t.time_limit, "soft_time_limit": t.soft_time_limit}
             for name, t in timings.items()
         },
+        # One beat dispatches at a time: the one holding the beat lock (agents/beat.py).
+        "beat_scheduler": "agents.beat:SingleBeatScheduler",
         # A run that waited a whole period in the queue is dropped: the next one is due.
         "beat_schedule": {
             name: {"task": task_name(name), "schedule": float(t.period), "options": {"expires": float(t.period)}}
