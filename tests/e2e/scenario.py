@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -219,6 +220,25 @@ class Run:
         assert len(pools) == 7 and pools <= set(self.pool_map), (pools, self.pool_map)
 
     # -- 2. the pilot that dies -----------------------------------------------------------
+    def start_killer(self) -> None:
+        """Watch for the long job in a thread (it runs only 5 s) while the test goes on."""
+        self._killer_error: BaseException | None = None
+
+        def watch() -> None:
+            try:
+                self.kill_pilot_of_long_job()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+                self._killer_error = exc
+
+        self._killer = threading.Thread(target=watch, name="killer", daemon=True)
+        self._killer.start()
+
+    def join_killer(self) -> None:
+        self._killer.join(timeout=120)
+        assert not self._killer.is_alive(), "the killer thread did not end"
+        if self._killer_error is not None:
+            raise self._killer_error
+
     def kill_pilot_of_long_job(self) -> None:
         long_id = self.long_job()
 

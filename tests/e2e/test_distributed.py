@@ -39,9 +39,10 @@ def test_distributed_run_survives_a_dead_pilot_and_a_redis_restart(tmp_path, dat
         processes += [worker, beat]
         run = Run(server, logs=[server.log, worker_log, beat_log, private_redis.log])
         run.submit()
+        run.start_killer()
         run.record_pool_map()
 
-        run.kill_pilot_of_long_job()
+        run.join_killer()
         # Redis dies with its queued messages and locks while the dead pilot's
         # job waits to be reaped: the reaping and the rest happen after it.
         private_redis.restart(down_for=3)
