@@ -30,9 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import func, select
+
 from tests.e2e.processes import kill_pilots, pilot_process, tail
 from tests.helpers import CONFIG_DIR
 from tests.servers import ServerHandle
+from wms.db import schema
+from wms.db.engine import make_engine
 
 ALPHA_SMALL = "E2E.Alpha.ch/ce-a.alpha.ch/small"
 ALPHA_BIG = "E2E.Alpha.ch/ce-a.alpha.ch/big"
@@ -192,7 +196,12 @@ class Run:
         def one(kind: Kind) -> tuple[Kind, list[int]]:
             path = directory / f"{kind.name}.jdl"
             path.write_text(kind.jdl())
-            return kind, [int(i) for i in self.server.json("submit", str(path), token=self.user)["job_ids"]]
+            ids = [int(i) for i in self.server.json("submit", str(path), token=self.user)["job_ids"]]
+            # The pool map, read at once: the jobs of a kind may all be done a few seconds later.
+            pool = self.get(f"/jobs/{ids[0]}")["SubmitPool"]
+            if pool:
+                self.pool_map[pool] = set(self.get(f"/pools/{pool}")["Queues"])
+            return kind, ids
 
         # The long job first, so that it starts while there is still work around.
         _, [long_id] = one(KINDS[-1])
@@ -204,10 +213,8 @@ class Run:
         assert len(self.kind_of) == TOTAL_JOBS == 200
         self.mark("submitted")
 
-    def record_pool_map(self) -> None:
-        """Every pool's eligible queues (the pool map), and each kind's match-queues, while the jobs wait."""
-        for pool in self.get("/pools"):
-            self.pool_map[pool["SubmitPool"]] = set(self.get(f"/pools/{pool['SubmitPool']}")["Queues"])
+    def check_match_queues(self) -> None:
+        """Each kind's match-queues are the queues the test expects; every job has its kind's pool."""
         jobs = self.jobs()
         first_of: dict[str, int] = {}
         for job_id, kind in sorted(self.kind_of.items()):
@@ -313,6 +320,27 @@ class Run:
         assert len(running) == 2 and running[0] == f"Pilot {self.killed_pilot}" != running[1], history
         stalled = statuses.index("Stalled")
         assert statuses[stalled + 1] == "Waiting", history
+
+    def check_in_the_database(self, database_url: str) -> None:
+        """Each job ended Done exactly once (none run twice to the end, none
+        lost), and was run by a pilot the SiteDirector sent to that very queue."""
+        engine = make_engine(database_url)
+        try:
+            with engine.connect() as conn:
+                done = dict(conn.execute(
+                    select(schema.status_history.c.job_id, func.count())
+                    .where(schema.status_history.c.status == "Done")
+                    .group_by(schema.status_history.c.job_id)).all())
+                placed = conn.execute(
+                    select(schema.jobs.c.job_id, schema.jobs.c.queue, schema.pilots.c.site, schema.pilots.c.ce,
+                           schema.pilots.c.queue.label("pilot_queue"), schema.pilots.c.backend)
+                    .join(schema.pilots, schema.pilots.c.pilot_id == schema.jobs.c.pilot_id)).all()
+        finally:
+            engine.dispose()
+        assert done == dict.fromkeys(self.kind_of, 1)
+        assert len(placed) == TOTAL_JOBS
+        for row in placed:
+            assert row.queue == f"{row.site}/{row.ce}/{row.pilot_queue}" and row.backend == "local", row
 
     # -- 5. the pools go ------------------------------------------------------------------------
     def wait_pools_cleaned(self, timeout: float) -> None:

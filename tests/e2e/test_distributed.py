@@ -40,7 +40,7 @@ def test_distributed_run_survives_a_dead_pilot_and_a_redis_restart(tmp_path, dat
         run = Run(server, logs=[server.log, worker_log, beat_log, private_redis.log])
         run.submit()
         run.start_killer()
-        run.record_pool_map()
+        run.check_match_queues()
 
         run.join_killer()
         # Redis dies with its queued messages and locks while the dead pilot's
@@ -52,6 +52,7 @@ def test_distributed_run_survives_a_dead_pilot_and_a_redis_restart(tmp_path, dat
         jobs = run.wait_all_done(timeout=90)
         run.check_placement(jobs)
         run.check_long_job_rescheduled()
+        run.check_in_the_database(database_url)
         run.wait_pools_cleaned(timeout=30)
 
         for process, name in ((worker, "worker"), (beat, "beat")):

@@ -14,7 +14,8 @@ from tests.servers import free_port
 
 def test_embedded_run_survives_a_dead_pilot(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
-    config = write_config(tmp_path, database_url=f"sqlite:///{tmp_path / 'wms.db'}",
+    database_url = f"sqlite:///{tmp_path / 'wms.db'}"
+    config = write_config(tmp_path, database_url=database_url,
                           bind=url.removeprefix("http://"))
     server = EmbeddedHandle(tmp_path, config, url, environment(tmp_path, config, url))
     run: Run | None = None
@@ -23,12 +24,13 @@ def test_embedded_run_survives_a_dead_pilot(tmp_path):
         run = Run(server, logs=[server.log])
         run.submit()
         run.start_killer()
-        run.record_pool_map()
+        run.check_match_queues()
         run.join_killer()
         run.follow_long_job(timeout=90)
         jobs = run.wait_all_done(timeout=90)
         run.check_placement(jobs)
         run.check_long_job_rescheduled()
+        run.check_in_the_database(database_url)
         run.wait_pools_cleaned(timeout=30)
         assert server.process is not None and server.process.poll() is None
         assert (tmp_path / "var" / "pilots" / f"{run.killed_pilot}.log").exists()
