@@ -17,6 +17,7 @@ from typing import Any
 
 from celery import Celery
 
+from agents.broker import transport_for
 from wms.config import Config, config_dir_from_env, load_config
 
 TASK_PREFIX = "wms.agents."
@@ -69,6 +70,8 @@ def celery_settings(config: Config) -> dict[str, Any]:
     timings = {name: AgentTiming(settings.agent_period(name)) for name in agent_names()}
     return {
         "broker_url": settings.broker_url,
+        # kombu's Redis transport with a crash on broker loss guarded (agents/broker.py).
+        "broker_transport": transport_for(settings.broker_url),
         "result_backend": settings.broker_url,
         "broker_connection_retry_on_startup": True,
         "task_serializer": "json",
