@@ -17,7 +17,7 @@ from kombu import Connection
 from kombu.common import ignore_errors
 
 from agents.broker import TRANSPORT, transport_for
-from tests.agents.test_celery import REDIS_URL, redis_client  # noqa: F401 - the fixture
+from tests.agents.conftest import REDIS_URL
 
 
 def test_the_transport_is_ours_for_redis_only():
@@ -26,7 +26,7 @@ def test_the_transport_is_ours_for_redis_only():
     assert transport_for("amqp://guest@localhost//") is None
 
 
-def test_closing_a_detached_channel_with_an_unacknowledged_message(redis_client):  # noqa: F811
+def test_closing_a_detached_channel_with_an_unacknowledged_message(redis_client):
     name = f"wms-test-broker-{uuid.uuid4().hex[:8]}"
     connection = Connection(REDIS_URL, transport=TRANSPORT)
     queue = connection.SimpleQueue(name)

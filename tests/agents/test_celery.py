@@ -28,28 +28,11 @@ from agents.celery_app import (
     task_name,
 )
 from agents.locks import acquire, acquire_key, agent_lock, lock_key, release, release_key, renew_key
+from tests.agents.conftest import REDIS_URL
 from tests.helpers import CONFIG_DIR
 
-REDIS_URL = os.environ.get("WMS_TEST_CELERY_REDIS_URL", "redis://127.0.0.1:6379/11")
 BIN = Path(sys.executable).parent
 RESULT_TIMEOUT = 30
-
-
-@pytest.fixture(scope="module")
-def redis_client():
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        client.close()
-        message = f"Redis not reachable at {REDIS_URL}: {exc}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    client.flushdb()
-    yield client
-    client.flushdb()
-    client.close()
 
 
 @pytest.fixture(scope="module")
