@@ -166,6 +166,7 @@ class Run:
     kind_of: dict[int, str] = field(default_factory=dict)
     pool_map: dict[str, set[str]] = field(default_factory=dict)
     killed_pilot: str = ""
+    _pilot_refs: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -349,8 +350,14 @@ class Run:
         self.mark("pools cleaned")
 
     def cleanup_pilots(self) -> None:
+        """Kill the pilots still alive (they would poll on for a while), once
+        nothing starts new ones: after the worker or `wms up` has stopped."""
+        kill_pilots(self._pilot_refs)
+
+    def stop_starting_pilots(self, stop: Callable[[], None]) -> None:
+        """Read the pilots' references, then ``stop`` what starts pilots."""
         try:
-            refs = [p["BackendRef"] for p in self.get("/pilots", self.manager)]
-        except Exception:  # noqa: BLE001 - the server may be gone; nothing to clean then
-            return
-        kill_pilots(refs)
+            self._pilot_refs = [p["BackendRef"] for p in self.get("/pilots", self.manager)]
+        except Exception:  # noqa: BLE001 - the server may be gone; its pilots end on their own
+            self._pilot_refs = []
+        stop()

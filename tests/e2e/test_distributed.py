@@ -63,8 +63,13 @@ def test_distributed_run_survives_a_dead_pilot_and_a_redis_restart(tmp_path, dat
         assert "Unrecoverable error" not in after_loss[1]
         print("timings (s):", run.timings)
     finally:
+        # The worker starts pilots: stop it (and beat) first, then its pilots, then the server.
+        def stop_agents() -> None:
+            for process in reversed(processes):
+                stop(process)
+
         if run is not None:
+            run.stop_starting_pilots(stop_agents)
             run.cleanup_pilots()
-        for process in reversed(processes):
-            stop(process)
+        stop_agents()
         server.stop()

@@ -37,5 +37,6 @@ def test_embedded_run_survives_a_dead_pilot(tmp_path):
         print("timings (s):", run.timings)
     finally:
         if run is not None:
+            run.stop_starting_pilots(server.stop)
             run.cleanup_pilots()
         server.stop()
