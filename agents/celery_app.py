@@ -17,6 +17,7 @@ from typing import Any
 
 from celery import Celery
 
+from agents.broker import transport_for
 from wms.config import Config, config_dir_from_env, load_config
 
 TASK_PREFIX = "wms.agents."
@@ -69,6 +70,8 @@ def celery_settings(config: Config) -> dict[str, Any]:
     timings = {name: AgentTiming(settings.agent_period(name)) for name in agent_names()}
     return {
         "broker_url": settings.broker_url,
+        # kombu's Redis transport with a crash on broker loss guarded (agents/broker.py).
+        "broker_transport": transport_for(settings.broker_url),
         "result_backend": settings.broker_url,
         "broker_connection_retry_on_startup": True,
         "task_serializer": "json",
@@ -87,6 +90,8 @@ def celery_settings(config: Config) -> dict[str, Any]:
             task_name(name): {"time_limit": t.time_limit, "soft_time_limit": t.soft_time_limit}
             for name, t in timings.items()
         },
+        # One beat dispatches at a time: the one holding the beat lock (agents/beat.py).
+        "beat_scheduler": "agents.beat:SingleBeatScheduler",
         # A run that waited a whole period in the queue is dropped: the next one is due.
         "beat_schedule": {
             name: {"task": task_name(name), "schedule": float(t.period), "options": {"expires": float(t.period)}}

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
+
 import pytest
+import redis
 
 from tests.helpers import default_config
 from wms.services.runtime import Runtime
@@ -9,3 +12,24 @@ from wms.services.runtime import Runtime
 @pytest.fixture
 def runtime(engine) -> Runtime:
     return Runtime.create(default_config(), engine)
+
+
+# The spare Redis database the Celery and broker tests use (and flush).
+REDIS_URL = os.environ.get("WMS_TEST_CELERY_REDIS_URL", "redis://127.0.0.1:6379/11")
+
+
+@pytest.fixture(scope="module")
+def redis_client():
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        client.close()
+        message = f"Redis not reachable at {REDIS_URL}: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()

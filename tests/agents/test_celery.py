@@ -27,29 +27,12 @@ from agents.celery_app import (
     agent_names,
     task_name,
 )
-from agents.locks import acquire, agent_lock, lock_key, release
+from agents.locks import acquire, acquire_key, agent_lock, lock_key, release, release_key, renew_key
+from tests.agents.conftest import REDIS_URL
 from tests.helpers import CONFIG_DIR
 
-REDIS_URL = os.environ.get("WMS_TEST_CELERY_REDIS_URL", "redis://127.0.0.1:6379/11")
 BIN = Path(sys.executable).parent
 RESULT_TIMEOUT = 30
-
-
-@pytest.fixture(scope="module")
-def redis_client():
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        client.close()
-        message = f"Redis not reachable at {REDIS_URL}: {exc}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    client.flushdb()
-    yield client
-    client.flushdb()
-    client.close()
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +171,20 @@ def test_the_lock_expires(redis_client):
     assert new is not None
     assert release(redis_client, name, old) is False  # the expired owner cannot free the new one
     assert release(redis_client, name, new) is True
+
+
+def test_renew_extends_only_the_owners_lock_and_retakes_a_lost_one(redis_client):
+    key = f"wms:test-renew:{uuid.uuid4().hex}"
+    token = acquire_key(redis_client, key, ttl=1)
+    assert renew_key(redis_client, key, token, ttl=30) is True
+    assert redis_client.pttl(key) > 20_000
+    assert renew_key(redis_client, key, "not-the-owner", ttl=30) is False
+    assert redis_client.get(key).decode() == token
+    redis_client.delete(key)  # e.g. a restarted Redis without persistence
+    assert renew_key(redis_client, key, token, ttl=30) is True
+    assert redis_client.get(key).decode() == token
+    assert release_key(redis_client, key, token) is True and redis_client.exists(key) == 0
+
+
+def test_the_beat_scheduler_is_the_locking_one(client_app):
+    assert client_app.conf.beat_scheduler == "agents.beat:SingleBeatScheduler"

@@ -113,7 +113,7 @@ def test_touch_and_unused_pools(engine: Engine, now: datetime) -> None:
     old = now - timedelta(days=2)
     for pool_id in (P1, P2, P3):
         in_transaction(engine, lambda c, p=pool_id: pools_db.upsert_pool(c, p, "{}", "lhcb", old))
-    add_jobs(engine, P1, ["Done", "Failed", "Running"], now)  # nothing pending: unused
+    add_jobs(engine, P1, ["Done", "Failed", "Killed"], now)  # every job finished: unused
     add_jobs(engine, P2, ["Done", "Matched"], now)  # a Matched job keeps it
     cut = now - timedelta(days=1)
     with engine.connect() as conn:
@@ -122,7 +122,8 @@ def test_touch_and_unused_pools(engine: Engine, now: datetime) -> None:
     with engine.connect() as conn:
         assert pools_db.unused_pools(conn, cut) == [P1]
         assert pools_db.get_pool(conn, P3)["last_used"] == now
-    for status in ("Received", "Checking", "Waiting"):
+    # A Running or Stalled job may still come back to Waiting: it keeps its pool.
+    for status in ("Received", "Checking", "Waiting", "Matched", "Running", "Stalled"):
         [job_id] = add_jobs(engine, P1, [status], now)
         with engine.connect() as conn:
             assert pools_db.unused_pools(conn, cut) == [], status

@@ -207,6 +207,7 @@ class Settings(_Model):
     submit_pool_grace: Seconds = 3600
     match_lease: Seconds = 300
     heartbeat_timeout: Seconds = 1800
+    beat_lock_timeout: Seconds = 60
     max_reschedule: NonNegativeInt = 3
     max_advance_reservations: NonNegativeInt = 0
     duration_offset: NonNegativeInt = 60

@@ -16,18 +16,16 @@ from typing import Any
 from sqlalchemy import Connection, delete, exists, func, insert, select, update
 
 from wms.core.errors import NotFound
-from wms.core.states import JobStatus
+from wms.core.states import FINAL_STATES, JobStatus
 from wms.db.engine import insert_ignoring_duplicates
 from wms.db.jobs import chunked
 from wms.db.schema import jobs, pool_queues, submit_pools
 
-# A pool is in use while a job in one of these states refers to it.
-POOL_IN_USE_STATES = (
-    JobStatus.RECEIVED,
-    JobStatus.CHECKING,
-    JobStatus.WAITING,
-    JobStatus.MATCHED,
-)
+# A pool is in use while a job in one of these states refers to it: every
+# state but the final ones, since a Matched, Running or Stalled job may come
+# back to Waiting (lease expired, pilot lost), and then needs its pool to be
+# served: without it no queue lists the pool and no pilot is sent for it.
+POOL_IN_USE_STATES = tuple(s for s in JobStatus if s not in FINAL_STATES)
 
 
 def upsert_pool(conn: Connection, pool_id: str, requirements_json: str, vo: str, now: datetime) -> bool:
@@ -148,7 +146,7 @@ def _unused(older_than: datetime):
 
 
 def unused_pools(conn: Connection, older_than: datetime) -> list[str]:
-    """Pools no pending job refers to (Received, Checking, Waiting, Matched), last used before ``older_than``."""
+    """Pools no unfinished job refers to (any state but Done, Failed, Killed), last used before ``older_than``."""
     stmt = select(submit_pools.c.pool_id).where(_unused(older_than)).order_by(submit_pools.c.pool_id)
     return conn.execute(stmt).scalars().all()
 

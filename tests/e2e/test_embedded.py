@@ -1,0 +1,42 @@
+"""The embedded default end to end: one `wms up` process (API, Matcher, the
+agents on the in-process scheduler, the local computing element) on SQLite,
+no Redis. The same scenario as the distributed test: 200 jobs of eight kinds
+end Done on queues they are eligible for, the pilot running the long job is
+SIGKILLed and the job runs again, and the SubmitPoolCleaner drops every pool.
+"""
+
+from __future__ import annotations
+
+from tests.e2e.processes import EmbeddedHandle
+from tests.e2e.scenario import Run, environment, write_config
+from tests.servers import free_port
+
+
+def test_embedded_run_survives_a_dead_pilot(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    database_url = f"sqlite:///{tmp_path / 'wms.db'}"
+    config = write_config(tmp_path, database_url=database_url,
+                          bind=url.removeprefix("http://"))
+    server = EmbeddedHandle(tmp_path, config, url, environment(tmp_path, config, url))
+    run: Run | None = None
+    try:
+        server.start()
+        run = Run(server, logs=[server.log])
+        run.submit()
+        run.start_killer()
+        run.check_match_queues()
+        run.join_killer()
+        run.follow_long_job(timeout=90)
+        jobs = run.wait_all_done(timeout=90)
+        run.check_placement(jobs)
+        run.check_long_job_rescheduled()
+        run.check_in_the_database(database_url)
+        run.wait_pools_cleaned(timeout=30)
+        assert server.process is not None and server.process.poll() is None
+        assert (tmp_path / "var" / "pilots" / f"{run.killed_pilot}.log").exists()
+        print("timings (s):", run.timings)
+    finally:
+        if run is not None:
+            run.stop_starting_pilots(server.stop)
+            run.cleanup_pilots()
+        server.stop()
