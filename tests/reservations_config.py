@@ -55,7 +55,7 @@ Sites:
             complex_values: {{slots: 4, myapp: 2}}
 """
 
-WMS = "duration_offset: 60\nmax_advance_reservations: 0\n"
+WMS = "duration_offset: 60\nmax_advance_reservations: 0\nreservation_settle: 0\n"
 
 
 def write_config(directory: Path, wms: str = WMS) -> Path:

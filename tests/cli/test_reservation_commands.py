@@ -25,7 +25,7 @@ USERS = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     config = write_config(tmp_path_factory.mktemp("arconfig") / "config",
-                          wms="duration_offset: 60\nmax_advance_reservations: 4\n")
+                          wms="duration_offset: 60\nmax_advance_reservations: 4\nreservation_settle: 0.2\n")
     with running_server(tmp_path_factory.mktemp("arserver"), config_dir=config, tokens=USERS) as handle:
         yield handle
 

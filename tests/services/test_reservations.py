@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -388,3 +390,43 @@ def test_qralter_a_running_reservation(runtime):
     ar.manage(runtime, T0 + 2 * HOUR)
     with pytest.raises(Conflict, match="only be changed while waiting or running"):
         ar.alter(runtime, USER1, ar_id, ar.Changes(name="late"), T0 + 2 * HOUR)
+
+
+def test_a_job_matched_while_a_grant_settles_is_seen_before_it_is_confirmed(engine, tmp_path):
+    # Two server processes: the Matcher of one still uses its list of
+    # reservations from before the grant (it may, for VIEWS_TTL) and hands
+    # host1 to a job without h_rt; the grant's second phase sees that job
+    # and withdraws the reservation instead of granting a host it cannot hold.
+    matching = Runtime.create(reservation_config(tmp_path / "a"), engine)
+    granting = Runtime.create(reservation_config(tmp_path / "b", reservation_settle=1.0), engine)
+    [job] = submit(granting, UNLIMITED)
+    assert ar.snapshot(matching, T0) is None
+    matching.match_cache["reservations"]["since"] = time.monotonic() + 3600   # a list that is not yet stale
+
+    outcome: dict = {}
+
+    def grant() -> None:
+        try:
+            outcome["granted"] = ar.submit(granting, USER1, spec(resources={"h": "host1"}), T0)
+        except ar.ReservationDenied as exc:
+            outcome["denied"] = str(exc)
+
+    thread = threading.Thread(target=grant)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not ar.show(granting, MANAGER) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ar.show(granting, MANAGER), "the reservation is stored while it settles"
+    run_job(matching, job, pilot(host="host1"))
+    thread.join()
+    assert "granted" not in outcome
+    assert "jobs without a runtime limit (h_rt) run on host host1" in outcome["denied"]
+    assert ar.show(granting, MANAGER) == []
+
+
+def test_a_grant_that_still_fits_after_settling_is_confirmed(engine, tmp_path):
+    granting = Runtime.create(reservation_config(tmp_path / "b", reservation_settle=0.2), engine)
+    granted = ar.submit(granting, USER1, spec(resources={"h": "host2"}), T0)
+    assert granted["granted"] == [{"queue": ALLQ, "host": "host2", "slots": 1}]
+    [row] = ar.show(granting, MANAGER)
+    assert row["state"] == "w"

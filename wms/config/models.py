@@ -57,6 +57,7 @@ def _no_bool(value: Any) -> Any:
 Seconds = Annotated[int, BeforeValidator(_no_bool), Field(gt=0)]
 PositiveInt = Annotated[int, BeforeValidator(_no_bool), Field(gt=0)]
 NonNegativeInt = Annotated[int, BeforeValidator(_no_bool), Field(ge=0)]
+NonNegativeFloat = Annotated[float, BeforeValidator(_no_bool), Field(ge=0)]
 
 
 def _plain_name(value: Any) -> Any:
@@ -211,6 +212,10 @@ class Settings(_Model):
     max_reschedule: NonNegativeInt = 3
     max_advance_reservations: NonNegativeInt = 0
     duration_offset: NonNegativeInt = 60
+    # Seconds a new advance reservation waits, stored but unconfirmed, until
+    # every Matcher process sees it (twice their one-second cache), before it
+    # is checked again and confirmed (docs/reservations.md, "Two-phase grant").
+    reservation_settle: NonNegativeFloat = 2.0
     optimizers: Annotated[list[OptimizerName], Field(min_length=1), AfterValidator(_unique)] = (
         Field(default_factory=lambda: list(DEFAULT_OPTIMIZERS))
     )

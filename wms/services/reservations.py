@@ -202,6 +202,9 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
     if not decision.granted:
         raise ReservationDenied(_denial(decision))
     forget(runtime)
+    decision = confirm(runtime, request, cands, ar_id, decision, now)
+    if not decision.granted:
+        raise ReservationDenied(_denial(decision))
     if request.window.start <= now:
         # Starting now: running at once rather than at the agent's next round.
         with reading(runtime.engine) as conn:
@@ -212,6 +215,59 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
                 notify(runtime, row, "started")
     return {"ar_id": ar_id, "message": f"Your advance reservation {ar_id} has been granted",
             "granted": _granted(decision)}
+
+
+# How often a grant whose queues changed meanwhile is re-checked before it is withdrawn.
+CONFIRM_ROUNDS = 3
+
+
+def _booked(decision: Decision) -> list[tuple]:
+    return sorted((b.scope, b.resource, b.amount, b.queue, b.host or "") for b in decision.bookings)
+
+
+def confirm(runtime: Runtime, request: Any, cands: list[Candidate], ar_id: int, decision: Decision,
+            now: datetime) -> Decision:
+    """The second phase of a grant: wait until every Matcher sees the new
+    reservation, then check it again against what was matched meanwhile.
+
+    A Matcher process reuses its list of reservations for up to VIEWS_TTL
+    seconds, so for that long after the grant it may still hand a queue's
+    slots to a job that will run into the window (or one without h_rt). The
+    reservation is stored, as waiting, before it is confirmed; after
+    ``reservation_settle`` seconds (wms.yaml, twice VIEWS_TTL by default)
+    no Matcher can still ignore it, and the calendar read again holds every
+    job matched in between. If the booking still fits it is confirmed; if
+    another assignment fits it is re-booked and checked again; otherwise
+    the reservation is withdrawn (state d) and the request denied.
+    """
+    usersets = runtime.config.cluster.usersets
+    for round_ in range(1, CONFIRM_ROUNDS + 1):
+        time.sleep(runtime.config.settings.reservation_settle)
+
+        def check(conn: Connection) -> tuple[Decision, bool]:
+            ar_db.lock_scopes(conn, booked_scopes(runtime.complexes, request, cands, usersets))
+            row = ar_db.get(conn, ar_id, lock=True)
+            if row is None or row["state"] != ARState.WAITING.value:
+                return decision, True      # started, deleted or altered meanwhile: no longer a new grant
+            calendar, unlimited_queues, unlimited_hosts = read_calendar(runtime, conn, now, exclude=ar_id)
+            again = decide(runtime.complexes, request, cands, calendar, usersets, unlimited_queues, unlimited_hosts)
+            if again.granted and _booked(again) == _booked(decision):
+                return again, True
+            if not again.granted or round_ == CONFIRM_ROUNDS:
+                denied = again if not again.granted else Decision(False, "the queues kept changing while "
+                                                                         "the reservation was being granted")
+                ar_db.set_state(conn, ar_id, [ARState.WAITING.value], ARState.DELETED.value, now,
+                                f"withdrawn: {_denial(denied)}")
+                return denied, True
+            ar_db.replace_bookings(conn, ar_id, _booking_rows(again))
+            ar_db.update_fields(conn, ar_id, {"granted": json.dumps(_granted(again)), "updated": now})
+            return again, False
+
+        decision, settled = run_in_transaction(runtime.engine, check)
+        forget(runtime)
+        if settled:
+            return decision
+    return decision
 
 
 # ---------------------------------------------------------------- qrstat
