@@ -25,6 +25,7 @@ from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.jdl import parse_one
 from wms.core.match import levels
+from wms.core.match import quotas as quota_layer
 from wms.core.match.choice import WeightedDraw
 from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
 from wms.core.match.requirements import PilotRequirements, StaticRequirements
@@ -36,6 +37,7 @@ from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services.retry import run_in_transaction
 from wms.services import complexes as complexes_service
+from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
 
 SOURCE_MATCHER = "Matcher"
@@ -47,8 +49,8 @@ NO_WAITING = "no waiting job for the pools this queue serves"
 
 STATIC = StaticRequirements()
 # Strictly in order; the first denial ends the evaluation (DESIGN.md).
-# Reservations and resource quotas take their places before the levels.
-DEFAULT_LAYERS = (*levels.LEVEL_LAYERS, PilotRequirements())
+# Resource quotas come before the levels (specs/001); reservations take their place first.
+DEFAULT_LAYERS = (quota_layer.QUOTA_LAYER, *levels.LEVEL_LAYERS, PilotRequirements())
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,22 @@ def match_context(runtime: Runtime, request: PilotRequest) -> MatchContext:
         complexes=table,
         pilot_ad=request.ad(),
         resources_for=runtime.resources_for,
+        quotas=quotas_service.for_request(runtime),
     )
+
+
+def match_debits(ctx: MatchContext, tq: TaskQueueView) -> list[levels.Debit]:
+    """Every debit of a claim: the levels' consumables, then the applying quota rule instances."""
+    out = levels.debits(ctx, tq)
+    if ctx.quotas is not None:
+        out += quota_layer.debits(ctx, tq)
+    return out
+
+
+def full_verdict(ctx: MatchContext, debit: levels.Debit, used: float) -> Verdict:
+    if isinstance(debit, quota_layer.QuotaDebit):
+        return quota_layer.full_verdict(ctx, debit, used)
+    return levels.full_verdict(ctx, debit, used)
 
 
 def validate_request(runtime: Runtime, request: PilotRequest) -> None:
@@ -244,7 +261,7 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
 
 def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,
                denials: dict[str, int], full: dict[tuple[str, str], Verdict]) -> dict[str, Any] | None:
-    for debit in levels.debits(ctx, view):
+    for debit in match_debits(ctx, view):
         verdict = full.get((debit.scope, debit.resource))
         if verdict is not None:
             denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
@@ -279,11 +296,11 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     )
     if job is None:
         return None
-    debits = levels.debits(ctx, tq)
+    debits = match_debits(ctx, tq)
     ensure_usage_rows(runtime, conn, [(d.scope, d.resource) for d in debits])
     for d in sorted(debits, key=lambda d: (d.scope, d.resource)):
         if not match_db.debit(conn, d.scope, d.resource, d.amount, d.capacity):
-            verdict = levels.full_verdict(ctx, d, match_db.used(conn, d.scope, d.resource))
+            verdict = full_verdict(ctx, d, match_db.used(conn, d.scope, d.resource))
             full[(d.scope, d.resource)] = verdict
             raise _DoesNotFit(verdict)
     match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])

@@ -83,6 +83,8 @@ class MatchContext:
     pilot_ad: dict[str, Any]
     # The Resources view of a VO (queue parameters may differ per VO).
     resources_for: Callable[[str | None], Resources]
+    # The enabled resource quota sets for this request (match/quotas.py), None when there are none.
+    quotas: Any = None
     _queue_params: dict[str | None, ParameterMap] = field(default_factory=dict)
 
     def queue_params(self, vo: str | None) -> ParameterMap:
