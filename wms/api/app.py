@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from wms import __version__
-from wms.api import routes_jobs, routes_matcher, routes_pilots, routes_pools
+from wms.api import routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas
 from wms.api.deps import public
 from wms.core.errors import WmsError
 from wms.services.runtime import Runtime
@@ -47,4 +47,5 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.include_router(routes_pools.router, prefix=API_PREFIX)
     app.include_router(routes_matcher.router, prefix=API_PREFIX)
     app.include_router(routes_pilots.router, prefix=API_PREFIX)
+    app.include_router(routes_quotas.router, prefix=API_PREFIX)
     return app
