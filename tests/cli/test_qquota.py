@@ -47,7 +47,7 @@ def in_use(server, tokens, tmp_path_factory):
     """The rule sets stored, and two of roland's jobs matched on host durin."""
     path = tmp_path_factory.mktemp("rqs") / "rulesets.rqs"
     path.write_text(RULESETS)
-    added = qconf(server, "-Arqs", str(path), token=tokens["admin"])
+    added = qconf(server, "-Mrqs", str(path), token=tokens["admin"])
     assert added.returncode == 0, added.stderr
     jdl = path.with_name("hello.jdl")
     jdl.write_text('[ Executable = "/bin/true"; CPUTime = 300; ]')

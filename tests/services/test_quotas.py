@@ -45,7 +45,7 @@ def quota_usage(runtime):
 
 
 def test_roland_gets_his_three_slots_then_the_quota_refuses(runtime, now):
-    quotas_service.add(runtime, ADMIN, RULESETS, now)
+    quotas_service.modify(runtime, ADMIN, RULESETS, now)
     submit(runtime, now, *[HELLO] * 5)
     got = [matcher.request_job(runtime, pilot(f"p{i}"), now) for i in range(4)]
     assert [r.job is not None for r in got] == [True, True, True, False]
@@ -57,7 +57,7 @@ def test_roland_gets_his_three_slots_then_the_quota_refuses(runtime, now):
 
 
 def test_other_users_get_one_slot_and_one_licence_for_all(runtime, now):
-    quotas_service.add(runtime, ADMIN, RULESETS, now)
+    quotas_service.modify(runtime, ADMIN, RULESETS, now)
     submit(runtime, now, HELLO, HELLO, identity=ALICE)
     assert matcher.request_job(runtime, pilot("p1"), now).job is not None
     result = matcher.request_job(runtime, pilot("p2"), now)
@@ -65,7 +65,7 @@ def test_other_users_get_one_slot_and_one_licence_for_all(runtime, now):
 
 
 def test_the_licence_rule_set_applies_too_and_kill_returns_it(runtime, now):
-    quotas_service.add(runtime, ADMIN, RULESETS, now)
+    quotas_service.modify(runtime, ADMIN, RULESETS, now)
     submit(runtime, now, LIC, LIC)
     first = matcher.request_job(runtime, pilot("p1"), now)
     second = matcher.request_job(runtime, pilot("p2"), now)
@@ -77,7 +77,7 @@ def test_the_licence_rule_set_applies_too_and_kill_returns_it(runtime, now):
 
 
 def test_an_expired_lease_returns_the_quota(runtime, now):
-    quotas_service.add(runtime, ADMIN, RULESETS, now)
+    quotas_service.modify(runtime, ADMIN, RULESETS, now)
     [job_id] = submit(runtime, now, LIC)
     assert matcher.request_job(runtime, pilot("p1"), now).job["JobID"] == job_id
     later = now + timedelta(seconds=runtime.config.settings.match_lease + 1)
@@ -121,9 +121,9 @@ def test_jobs_in_an_advance_reservation_are_neither_limited_nor_counted(runtime,
 
 def test_rule_sets_are_stored_in_canonical_form_and_every_process_sees_changes(runtime, engine, now):
     other = Runtime.create(default_config(), engine)
-    assert quotas_service.names(other) == []
+    assert quotas_service.names(other) == ["ruleset1", "ruleset2"]     # config/rqs/example.rqs
     quotas_service.add(runtime, ADMIN, "{\nname a\nenabled true\nlimit to slots=2 users {roland}\n}\n", now)
-    assert quotas_service.show(other) == ("{\n   name         a\n   enabled      true\n"
+    assert quotas_service.show(other, ["a"]) == ("{\n   name         a\n   enabled      true\n"
                                           "   limit        users {roland} to slots=2\n}\n")
     assert quotas_service.for_request(other) is not None
     quotas_service.delete(runtime, OPERATOR, [], now)
@@ -133,7 +133,7 @@ def test_rule_sets_are_stored_in_canonical_form_and_every_process_sees_changes(r
 def test_only_operators_and_managers_change_rule_sets(runtime, now):
     with pytest.raises(Forbidden):
         quotas_service.add(runtime, ROLAND, "{\n name a\n}\n", now)
-    assert quotas_service.names(runtime) == []
+    assert quotas_service.names(runtime) == ["ruleset1", "ruleset2"]
 
 
 def test_refusals_store_nothing(runtime, now):
@@ -146,7 +146,7 @@ def test_refusals_store_nothing(runtime, now):
         quotas_service.add(runtime, ADMIN, "{\n nam c\n}\n", now)
     with pytest.raises(NotFound, match='denied: resource quota set "b" does not exist'):
         quotas_service.delete(runtime, ADMIN, ["a", "b"], now)
-    assert quotas_service.names(runtime) == ["a"]
+    assert quotas_service.names(runtime) == ["ruleset1", "ruleset2", "a"]
 
 
 def test_initial_rule_sets_come_from_the_configuration_directory(tmp_path, engine, now):
