@@ -158,11 +158,45 @@ def _pilots_process(url: str, threads: int, seconds: float, seed: int, start_at:
     results.put(pilots(url, threads, seconds, seed, start_at))
 
 
-def run_match_once(url: str, args) -> dict[str, Any]:
+def quota_rule_sets(count: int) -> str:
+    """``count`` enabled rule sets of 10 rules, as a site might write them.
+
+    Nine rules of each set name users, projects, queues or hosts the bench
+    jobs and pilots mostly are not, so a job is checked against most rules
+    before the last one (per user, limits far above what the bench uses)
+    takes it: the cost measured is the evaluation and the extra debits.
+    """
+    rules = [
+        "limit users user90,user91 to slots=1000000000",
+        "limit users {@staff} to slots=1000000000",
+        "limit projects * to slots=1000000000",
+        "limit pes {mpi} to slots=1000000000",
+        "limit queues LCG.RAL.uk/* to slots=1000000000",
+        "limit hosts {@lx_hosts} to slots=1000000000",
+        "limit users !user0,!user1,!user2 hosts wn9* to compiler_lic=1000000000",
+        "limit users @managers to slots=1000000000",
+        "limit queues */*/gpu to slots=1000000000",
+        "limit users {*} to slots=1000000000,compiler_lic=1000000000",
+    ]
+    return "".join("{\n name bench%d\n enabled true\n" % n + "".join(f" {r}\n" for r in rules) + "}\n"
+                   for n in range(count))
+
+
+def install_quotas(runtime: Runtime, count: int) -> None:
+    from wms.core.identity import Identity
+    from wms.services import quotas as quotas_service
+
+    manager = Identity(user="bench", group="bench", vo="lhcb", role="manager")
+    quotas_service.modify(runtime, manager, quota_rule_sets(count), datetime.now(timezone.utc))
+
+
+def run_match_once(url: str, args, quotas: int = 0) -> dict[str, Any]:
     engine = make_engine(url)
     upgrade(engine)
     runtime = Runtime.create(bench_config(None), engine)
     populate(runtime, args.jobs, args.task_queues, random.Random(args.seed))
+    if quotas:
+        install_quotas(runtime, quotas)
     start_at = time.time() + (3.0 if args.processes > 1 else 0.0)
     if args.processes == 1:
         parts = [pilots(url, args.threads, args.seconds, args.seed, start_at)]
@@ -206,14 +240,20 @@ def run_match_once(url: str, args) -> dict[str, Any]:
 def run_match(args) -> int:
     kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
     runs = []
+    quota_runs = []
+    quotas = getattr(args, "quotas", 0) or 0
     for run in range(1, args.runs + 1):
-        print(f"run {run}/{args.runs} on {args.database}: {args.jobs} jobs, {args.task_queues} task queues, "
-              f"{args.processes} x {args.threads} pilots for {args.seconds} s", file=sys.stderr)
-        if kind is None:
-            runs.append(run_match_once(args.database, args))
-            continue
-        with tempfile.TemporaryDirectory() as tmp, scratch_database(kind, Path(tmp), prefix="wms_bench") as url:
-            runs.append(run_match_once(url, args))
+        # With --quotas, each run is measured without and with the rule
+        # sets, one after the other, so both see the same machine load.
+        for count, into in ([(0, runs), (quotas, quota_runs)] if quotas else [(0, runs)]):
+            print(f"run {run}/{args.runs} on {args.database}: {args.jobs} jobs, {args.task_queues} task queues, "
+                  f"{args.processes} x {args.threads} pilots for {args.seconds} s, {count} quota sets",
+                  file=sys.stderr)
+            if kind is None:
+                into.append(run_match_once(args.database, args, count))
+                continue
+            with tempfile.TemporaryDirectory() as tmp, scratch_database(kind, Path(tmp), prefix="wms_bench") as url:
+                into.append(run_match_once(url, args, count))
     summary = {
         "benchmark": "match", "database": args.database, "jobs": args.jobs, "task_queues": args.task_queues,
         "processes": args.processes, "threads": args.threads, "seconds": args.seconds,
@@ -225,6 +265,19 @@ def run_match(args) -> int:
         "overbooked": sum(r["overbooked"] for r in runs),
         "runs": runs,
     }
+    if quota_runs:
+        with_quotas = statistics.median(r["matches_per_second"] for r in quota_runs)
+        summary.update(
+            quotas=quotas,
+            median_matches_per_second_with_quotas=round(with_quotas, 1),
+            median_p99_ms_with_quotas=round(statistics.median(r["p99_ms"] for r in quota_runs), 2),
+            quota_rate_ratio=round(with_quotas / summary["median_matches_per_second"], 3)
+            if summary["median_matches_per_second"] else None,
+            errors=summary["errors"] + sum(r["errors"] for r in quota_runs),
+            duplicates=summary["duplicates"] + sum(r["duplicates"] for r in quota_runs),
+            overbooked=summary["overbooked"] + sum(r["overbooked"] for r in quota_runs),
+            quota_runs=quota_runs,
+        )
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -233,6 +286,10 @@ def run_match(args) -> int:
               f"errors {summary['errors']}, duplicates {summary['duplicates']}, overbooked {summary['overbooked']} "
               f"({args.jobs} jobs, {args.task_queues} task queues, {args.processes} x {args.threads} pilots, "
               f"{args.runs} runs)")
+        if quota_runs:
+            print(f"with {quotas} quota sets of 10 rules: median {summary['median_matches_per_second_with_quotas']:.0f} "
+                  f"matches/s, p99 {summary['median_p99_ms_with_quotas']} ms: "
+                  f"{100 * (summary['quota_rate_ratio'] or 0):.0f}% of the rate without quotas")
         if summary["errors"]:
-            print(f"first error: {next(r['first_error'] for r in runs if r['first_error'])}")
+            print(f"first error: {next(r['first_error'] for r in runs + quota_runs if r['first_error'])}")
     return 0 if summary["duplicates"] == 0 and summary["overbooked"] == 0 else 1

@@ -35,6 +35,7 @@ from wms.db.engine import reading
 from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
+from wms.db import quotas as quota_db
 from wms.services.retry import run_in_transaction
 from wms.services import complexes as complexes_service
 from wms.services import quotas as quotas_service
@@ -202,12 +203,6 @@ def match_debits(ctx: MatchContext, tq: TaskQueueView) -> list[levels.Debit]:
     return out
 
 
-def full_verdict(ctx: MatchContext, debit: levels.Debit, used: float) -> Verdict:
-    if isinstance(debit, quota_layer.QuotaDebit):
-        return quota_layer.full_verdict(ctx, debit, used)
-    return levels.full_verdict(ctx, debit, used)
-
-
 def validate_request(runtime: Runtime, request: PilotRequest) -> None:
     if not runtime.resources_for(None).has_queue(request.ref):
         raise InvalidInput(f"unknown queue {request.ref.name!r}")
@@ -296,13 +291,25 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     )
     if job is None:
         return None
-    debits = match_debits(ctx, tq)
-    ensure_usage_rows(runtime, conn, [(d.scope, d.resource) for d in debits])
+    debits = levels.debits(ctx, tq)
+    quota_debits = quota_layer.debits(ctx, tq) if ctx.quotas is not None else []
+    ensure_usage_rows(runtime, conn, [(d.scope, d.resource) for d in debits + quota_debits])
     for d in sorted(debits, key=lambda d: (d.scope, d.resource)):
         if not match_db.debit(conn, d.scope, d.resource, d.amount, d.capacity):
-            verdict = full_verdict(ctx, d, match_db.used(conn, d.scope, d.resource))
+            verdict = levels.full_verdict(ctx, d, match_db.used(conn, d.scope, d.resource))
             full[(d.scope, d.resource)] = verdict
             raise _DoesNotFit(verdict)
+    if quota_debits:
+        # All rule instances in one conditional statement, after the levels
+        # (whose scopes sort before "rqs:"), so locks are taken in one order.
+        quota_debits.sort(key=lambda d: (d.scope, d.resource))
+        missed = quota_db.debit_all(conn, [(d.scope, d.resource, d.amount, d.capacity) for d in quota_debits])
+        if missed is not None:
+            d = quota_debits[missed]
+            verdict = quota_layer.full_verdict(ctx, d, match_db.used(conn, d.scope, d.resource))
+            full[(d.scope, d.resource)] = verdict
+            raise _DoesNotFit(verdict)
+        debits += quota_debits
     match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])
     jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value, "minor_status": minor,
                                 "source": SOURCE_MATCHER, "time": now}])

@@ -37,7 +37,8 @@ class QuotaRequest:
         result = self._memo.get(tq.tq_id)
         if result is None:
             result = self._memo[tq.tq_id] = self.rules.assess(
-                facts(ctx, tq), tq.charged, tq.hard, tq.slots, lambda name: host_value(ctx, name), self.usage)
+                facts(ctx, tq), tq.charged, tq.hard, tq.slots, lambda name: host_value(ctx, name), self.usage,
+                key=tq.tq_id)
         return result
 
 

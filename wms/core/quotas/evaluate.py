@@ -74,23 +74,32 @@ class Refusal:
 
 
 class CompiledRule:
-    __slots__ = ("rule", "label", "filters", "expanded")
+    __slots__ = ("rule", "label", "filters", "host_filter", "other_filters", "expanded", "limits")
 
-    def __init__(self, rule_set: RuleSet, index: int, groups: Groups) -> None:
+    def __init__(self, rule_set: RuleSet, index: int, groups: Groups, table: ComplexTable) -> None:
         self.rule = rule_set.rules[index]
         self.label = rule_set.label(index)
         self.filters = tuple(CompiledFilter(kind, flt, groups) for kind in FILTER_KINDS
                              if (flt := self.rule.filter(kind)) is not None)
+        self.host_filter = next((f for f in self.filters if f.kind == "hosts"), None)
+        self.other_filters = tuple(f for f in self.filters if f.kind != "hosts")
         self.expanded = tuple(f.kind for f in self.filters if f.expand)
+        # (limit, complex, static value or None for a dynamic limit), read once.
+        self.limits = tuple((lim, cx, None if lim.dynamic else cx_rules.parse_value(cx, lim.value))
+                            for lim in self.rule.limits if (cx := table.get(lim.resource)) is not None)
+
+    def matches_without_host(self, facts: JobFacts) -> bool:
+        return all(flt.matches(facts.value(flt.kind)) for flt in self.other_filters)
+
+    def matches_host(self, host: str | None) -> bool:
+        if self.host_filter is None:
+            return True
+        if host is None:
+            return False  # the host is not known yet: host rules are judged when a pilot asks
+        return self.host_filter.matches(host)
 
     def matches(self, facts: JobFacts) -> bool:
-        for flt in self.filters:
-            value = facts.value(flt.kind)
-            if flt.kind == "hosts" and value is None:
-                return False  # the host is not known yet: host rules are judged when a pilot asks
-            if not flt.matches(value):
-                return False
-        return True
+        return self.matches_without_host(facts) and self.matches_host(facts.host)
 
     def instance(self, facts: JobFacts) -> str:
         """The usage instance a job counts in: its own member of each expanded filter."""
@@ -107,22 +116,56 @@ class CompiledRule:
 
 
 class QuotaRules:
-    """The enabled rule sets compiled for matching: groups resolved once."""
+    """The enabled rule sets compiled for matching: groups resolved once.
+
+    For each job and queue the rules that can apply whatever the host are
+    worked out once and kept (``_candidates``); a request then only tests
+    the host filters of those few rules.
+    """
 
     def __init__(self, sets: Iterable[RuleSet], groups: Groups, table: ComplexTable) -> None:
         self.sets = [s for s in sets if s.enabled]
         self.table = table
-        self.compiled = [[CompiledRule(s, i, groups) for i in range(len(s.rules))] for s in self.sets]
+        self.compiled = [[CompiledRule(s, i, groups, table) for i in range(len(s.rules))] for s in self.sets]
+        self._candidates: dict[tuple, tuple[tuple[CompiledRule, ...], ...]] = {}
+        self._amounts: dict[Any, dict[str, float]] = {}
 
     def __bool__(self) -> bool:
         return any(self.compiled)
 
+    def candidates(self, facts: JobFacts) -> tuple[tuple[CompiledRule, ...], ...]:
+        """Per set, the rules matching all but the host filter, up to the first without a host filter."""
+        key = (facts.user, facts.project, facts.pe, facts.queue)
+        found = self._candidates.get(key)
+        if found is None:
+            per_set = []
+            for rules in self.compiled:
+                chosen = []
+                for rule in rules:
+                    if rule.matches_without_host(facts):
+                        chosen.append(rule)
+                        if rule.host_filter is None:
+                            break
+                per_set.append(tuple(chosen))
+            found = self._candidates[key] = tuple(per_set)
+        return found
+
+    def amounts(self, charged: Iterable[tuple[Any, Any]], slots: int, key: Any = None) -> dict[str, float]:
+        """What the job debits of each consumable (complex(5) rules), kept per ``key`` when given."""
+        found = self._amounts.get(key) if key is not None else None
+        if found is None:
+            found = {cx.name: cx_rules.consumable_amount(cx, value, slots) for cx, value in charged
+                     if cx.is_consumable}
+            if key is not None:
+                self._amounts[key] = found
+        return found
+
     def applying(self, facts: JobFacts) -> list[CompiledRule]:
         """The first matching rule of every enabled set."""
         out = []
-        for rules in self.compiled:
+        for rules in self.candidates(facts):
             for rule in rules:
-                if rule.matches(facts):
+                if rule.matches_host(facts.host):
                     out.append(rule)
                     break
         return out
@@ -135,22 +178,21 @@ class QuotaRules:
         slots: int,
         host_value: Callable[[str], Any],
         usage: Mapping[tuple[str, str], float] | None = None,
+        key: Any = None,
     ) -> tuple[list[Charge], Refusal | None]:
         """The charges a job would make and the first limit that refuses it.
 
         ``charged`` are the (complex, request-or-None) pairs a job is charged
         for at the levels; ``hard`` its hard requests; ``host_value(name)``
         the host's value of a complex (dynamic limits); ``usage`` the
-        current usage when known (``wms why``), else the claim decides.
+        current usage when known (``wms why``), else the claim decides;
+        ``key`` names the job's (charged, slots) for caching its amounts.
         """
         charges: list[Charge] = []
-        requested = {cx.name: value for cx, value in charged}
+        amounts: dict[str, float] | None = None
         for rule in self.applying(facts):
-            for limit in rule.rule.limits:
-                cx = self.table.get(limit.resource)
-                if cx is None:
-                    continue
-                capacity = limit_value(self.table, limit, host_value)
+            for limit, cx, static in rule.limits:
+                capacity = static if limit.terms is None else dynamic_value(limit, host_value)
                 if capacity is None:
                     names = ", ".join(f"${t.complex}" for t in limit.terms or () if t.complex)
                     reason = f'limit "{rule.label}" ({limit.resource}={limit.value}) cannot be computed: ' \
@@ -162,9 +204,9 @@ class QuotaRules:
                         reason = REASON_EXCEEDS.format(label=rule.label, limit=text, who=rule.who(facts))
                         return charges, Refusal(rule.label, cx.name, reason, lasting=not limit.dynamic)
                     continue
-                if cx.name not in requested:
-                    continue
-                amount = cx_rules.consumable_amount(cx, requested[cx.name], slots)
+                if amounts is None:
+                    amounts = self.amounts(charged, slots, key)
+                amount = amounts.get(cx.name, 0.0)
                 if amount <= 0:
                     continue
                 capacity = float(capacity)
@@ -187,9 +229,13 @@ def full_reason(table: ComplexTable, label: str, resource: str, used: float, cap
 
 def limit_value(table: ComplexTable, limit: Limit, host_value: Callable[[str], Any]) -> Any:
     """A static limit's value in its type, or a dynamic one computed from the host (None if it cannot be)."""
-    cx = table.resolve(limit.resource)
     if not limit.dynamic:
-        return cx_rules.parse_value(cx, limit.value)
+        return cx_rules.parse_value(table.resolve(limit.resource), limit.value)
+    return dynamic_value(limit, host_value)
+
+
+def dynamic_value(limit: Limit, host_value: Callable[[str], Any]) -> float | None:
+    """``{w|$complex[*w]}[{+|-}..]`` with the host's values; None when the host lacks one."""
     total = 0.0
     for term in limit.terms or ():
         factor = 1.0
