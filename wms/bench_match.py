@@ -161,25 +161,30 @@ def _pilots_process(url: str, threads: int, seconds: float, seed: int, start_at:
 def quota_rule_sets(count: int) -> str:
     """``count`` enabled rule sets of 10 rules, as a site might write them.
 
-    Nine rules of each set name users, projects, queues or hosts the bench
-    jobs and pilots mostly are not, so a job is checked against most rules
-    before the last one (per user, limits far above what the bench uses)
-    takes it: the cost measured is the evaluation and the extra debits.
+    Nine rules of each set name users, projects, pes, queues or hosts that
+    most bench jobs and pilots are not, so a job is tried against most
+    rules; some of them (RAL queues, GPU queues, wn9* hosts) are shared
+    by many jobs, as real site limits are. The last rule of each set takes
+    every other job, in turn per user on slots, per user on licences, and
+    per host on slots with a dynamic limit; limits are far above what the
+    bench uses, so the cost measured is evaluation and debits, not refusals.
     """
+    huge = "1000000000"
     rules = [
-        "limit users user90,user91 to slots=1000000000",
-        "limit users {@staff} to slots=1000000000",
-        "limit projects * to slots=1000000000",
-        "limit pes {mpi} to slots=1000000000",
-        "limit queues LCG.RAL.uk/* to slots=1000000000",
-        "limit hosts {@lx_hosts} to slots=1000000000",
-        "limit users !user0,!user1,!user2 hosts wn9* to compiler_lic=1000000000",
-        "limit users @managers to slots=1000000000",
-        "limit queues */*/gpu to slots=1000000000",
-        "limit users {*} to slots=1000000000,compiler_lic=1000000000",
+        f"limit users user90,user91 to slots={huge}",
+        f"limit users {{@staff}} to slots={huge}",
+        f"limit projects * to slots={huge}",
+        f"limit pes {{mpi}} to slots={huge}",
+        f"limit queues LCG.RAL.uk/* to slots={huge}",
+        f"limit hosts {{@lx_hosts}} to slots={huge}",
+        f"limit users !user0,!user1,!user2 hosts wn9* to compiler_lic={huge}",
+        f"limit users @managers to slots={huge}",
+        f"limit queues */*/gpu to slots={huge}",
     ]
-    return "".join("{\n name bench%d\n enabled true\n" % n + "".join(f" {r}\n" for r in rules) + "}\n"
-                   for n in range(count))
+    last = [f"limit users {{*}} to slots={huge}", f"limit users {{*}} to compiler_lic={huge}",
+            f"limit hosts {{*}} to slots=$num_proc*{huge}"]
+    return "".join("{\n name bench%d\n enabled true\n" % n + "".join(f" {r}\n" for r in rules)
+                   + f" {last[n % len(last)]}\n}}\n" for n in range(count))
 
 
 def install_quotas(runtime: Runtime, count: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, bindparam, select, text, update
 
 from wms.db.schema import resource_usage
 
@@ -31,15 +31,25 @@ def _debit_all_statement(count: int):
 
 
 def debit_all(conn: Connection, debits: Sequence[tuple[str, str, float, float]]) -> int | None:
-    """Debit every (scope, resource, amount, capacity) that fits, in one statement.
+    """Debit every (scope, resource, amount, capacity) if each fits; None if all did, else the index of one
+    that did not (the caller rolls the whole transaction back, undoing the others).
 
-    Returns None when all fitted, else the index of one that did not (the
-    caller then rolls the whole transaction back, so the debits that did
-    fit are undone too). One statement instead of one per rule instance:
-    a job under several rule sets costs one round trip more, not several.
+    SQLite, which has no row locks and pays for every statement, gets one
+    statement for all. PostgreSQL gets two whatever their number: the rows
+    locked in key order, then one UPDATE joined with the arrays of keys.
+    MariaDB gets one primary-key update per row, in the given (key) order.
+    A plain multi-row UPDATE would lock its rows in whatever order its
+    plan finds them, so two claims could wait on each other.
     The rows must exist (``ensure_usage_rows``) and be distinct.
     """
     if not debits:
+        return None
+    if conn.dialect.name == "postgresql":
+        return _debit_all_postgresql(conn, debits)
+    if conn.dialect.name != "sqlite":
+        for i, (scope, resource, amount, capacity) in enumerate(debits):
+            if not _debit_one(conn, scope, resource, amount, capacity):
+                return i
         return None
     params: dict[str, object] = {}
     for i, (scope, resource, amount, capacity) in enumerate(debits):
@@ -53,3 +63,40 @@ def debit_all(conn: Connection, debits: Sequence[tuple[str, str, float, float]])
         if float(used or 0.0) + amount > capacity:
             return i
     return 0
+
+
+_DEBIT_ONE = (
+    update(resource_usage)
+    .where(resource_usage.c.scope == bindparam("b_scope"), resource_usage.c.resource == bindparam("b_resource"),
+           resource_usage.c.used + bindparam("amount") <= bindparam("capacity"))
+    .values(used=resource_usage.c.used + bindparam("amount"))
+)
+
+
+def _debit_one(conn: Connection, scope: str, resource: str, amount: float, capacity: float) -> bool:
+    params = {"b_scope": scope, "b_resource": resource, "amount": amount, "capacity": capacity}
+    return conn.execute(_DEBIT_ONE, params).rowcount == 1
+
+
+_PG_LOCK = text(
+    "SELECT 1 FROM resource_usage WHERE (scope, resource) IN "
+    "(SELECT * FROM unnest(CAST(:scopes AS TEXT[]), CAST(:resources AS TEXT[]))) "
+    "ORDER BY scope, resource FOR UPDATE"
+)
+_PG_DEBIT = text(
+    "UPDATE resource_usage AS u SET used = u.used + v.amount "
+    "FROM unnest(CAST(:scopes AS TEXT[]), CAST(:resources AS TEXT[]), CAST(:amounts AS DOUBLE PRECISION[]), "
+    "CAST(:capacities AS DOUBLE PRECISION[])) AS v(scope, resource, amount, capacity) "
+    "WHERE u.scope = v.scope AND u.resource = v.resource AND u.used + v.amount <= v.capacity "
+    "RETURNING u.scope, u.resource"
+)
+
+
+def _debit_all_postgresql(conn: Connection, debits: Sequence[tuple[str, str, float, float]]) -> int | None:
+    params = {"scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
+              "amounts": [float(d[2]) for d in debits], "capacities": [float(d[3]) for d in debits]}
+    conn.execute(_PG_LOCK, params).all()   # sorted locks: ORDER BY is applied before FOR UPDATE locks
+    done = {(scope, resource) for scope, resource in conn.execute(_PG_DEBIT, params).all()}
+    if len(done) == len(debits):
+        return None
+    return next(i for i, d in enumerate(debits) if (d[0], d[1]) not in done)
