@@ -35,8 +35,10 @@ def debit_all(conn: Connection, debits: Sequence[tuple[str, str, float, float]])
     that did not (the caller rolls the whole transaction back, undoing the others).
 
     SQLite, which has no row locks and pays for every statement, gets one
-    statement for all. PostgreSQL gets two whatever their number: the rows
-    locked in key order, then one UPDATE joined with the arrays of keys.
+    statement for all. PostgreSQL gets one too, an UPDATE joined with the
+    arrays of keys: its plan (a nested loop over the arrays, each row found
+    by primary key) takes the rows in the arrays' (key) order; should a
+    plan ever differ, a deadlock is detected and the claim retried.
     MariaDB gets one primary-key update per row, in the given (key) order.
     A plain multi-row UPDATE would lock its rows in whatever order its
     plan finds them, so two claims could wait on each other.
@@ -78,11 +80,6 @@ def _debit_one(conn: Connection, scope: str, resource: str, amount: float, capac
     return conn.execute(_DEBIT_ONE, params).rowcount == 1
 
 
-_PG_LOCK = text(
-    "SELECT 1 FROM resource_usage WHERE (scope, resource) IN "
-    "(SELECT * FROM unnest(CAST(:scopes AS TEXT[]), CAST(:resources AS TEXT[]))) "
-    "ORDER BY scope, resource FOR UPDATE"
-)
 _PG_DEBIT = text(
     "UPDATE resource_usage AS u SET used = u.used + v.amount "
     "FROM unnest(CAST(:scopes AS TEXT[]), CAST(:resources AS TEXT[]), CAST(:amounts AS DOUBLE PRECISION[]), "
@@ -95,7 +92,6 @@ _PG_DEBIT = text(
 def _debit_all_postgresql(conn: Connection, debits: Sequence[tuple[str, str, float, float]]) -> int | None:
     params = {"scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
               "amounts": [float(d[2]) for d in debits], "capacities": [float(d[3]) for d in debits]}
-    conn.execute(_PG_LOCK, params).all()   # sorted locks: ORDER BY is applied before FOR UPDATE locks
     done = {(scope, resource) for scope, resource in conn.execute(_PG_DEBIT, params).all()}
     if len(done) == len(debits):
         return None

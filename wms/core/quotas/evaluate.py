@@ -30,6 +30,8 @@ from wms.core.quotas.filters import SINGULAR, CompiledFilter, Groups
 from wms.core.quotas.model import FILTER_KINDS, Limit, Rule, RuleSet
 
 SCOPE_PREFIX = "rqs:"
+# How many (job, queue, host) answers are kept before starting afresh.
+APPLYING_KEPT = 100_000
 SHARED = "*"
 
 REASON_EXCEEDS = 'exceeds limit "{label}" ({limit}{who})'
@@ -129,6 +131,7 @@ class QuotaRules:
         self.compiled = [[CompiledRule(s, i, groups, table) for i in range(len(s.rules))] for s in self.sets]
         self._candidates: dict[tuple, tuple[tuple[CompiledRule, ...], ...]] = {}
         self._amounts: dict[Any, dict[str, float]] = {}
+        self._applying: dict[tuple, list[CompiledRule]] = {}
 
     def __bool__(self) -> bool:
         return any(self.compiled)
@@ -161,13 +164,19 @@ class QuotaRules:
         return found
 
     def applying(self, facts: JobFacts) -> list[CompiledRule]:
-        """The first matching rule of every enabled set."""
-        out = []
-        for rules in self.candidates(facts):
-            for rule in rules:
-                if rule.matches_host(facts.host):
-                    out.append(rule)
-                    break
+        """The first matching rule of every enabled set (kept per job, queue and host)."""
+        key = (facts.user, facts.project, facts.pe, facts.queue, facts.host)
+        out = self._applying.get(key)
+        if out is None:
+            out = []
+            for rules in self.candidates(facts):
+                for rule in rules:
+                    if rule.matches_host(facts.host):
+                        out.append(rule)
+                        break
+            if len(self._applying) >= APPLYING_KEPT:
+                self._applying.clear()  # many hosts: start afresh rather than grow without bound
+            self._applying[key] = out
         return out
 
     def assess(
