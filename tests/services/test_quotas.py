@@ -179,3 +179,33 @@ def test_many_matchers_at_once_never_exceed_a_quota(runtime, now):
     assert len(jobs) == 3 and len({j["JobID"] for j in jobs}) == 3
     assert quota_usage(runtime)[("rqs:cap/1:*", "slots")] == 3.0
     assert quota_usage(runtime).get(("rqs:lic/1:users=roland", "compiler_lic"), 0.0) <= 1.0
+
+
+def test_new_rule_instances_on_many_hosts_at_once_are_never_refused_as_full(runtime, now):
+    """Each new host opens a new instance row; concurrent claims must not see it as missing (= full)."""
+    quotas_service.add(runtime, ADMIN, "{\n name hosts\n enabled true\n limit hosts {*} to slots=100\n}\n"
+                       "{\n name users\n enabled true\n limit users {*} to slots=100\n}\n", now)
+    submit(runtime, now, *[HELLO] * 8)
+
+    def work(n):
+        return [matcher.request_job(runtime, pilot(f"h{n}-{k}", host=f"new{n}-{k}"), now) for k in range(2)]
+
+    results, errors = run_concurrently(work, 8)
+    assert errors == []
+    reasons = [r.reason for batch in results for r in batch if r.job is None]
+    assert not [r for r in reasons if "exceeds limit" in r]
+    matched = sum(1 for batch in results for r in batch if r.job is not None)
+    assert matched == 4                      # the local queue's 4 slots, not a quota
+    assert sum(v for (scope, _), v in quota_usage(runtime).items() if scope.startswith("rqs:hosts/")) == 4.0
+
+
+def test_a_claim_rolled_back_for_a_full_queue_does_not_lose_a_new_instance(runtime, now):
+    quotas_service.add(runtime, ADMIN, "{\n name each\n enabled true\n limit users {*} to slots=100\n}\n", now)
+    alice = submit(runtime, now, *[HELLO] * 4, identity=ALICE)
+    assert all(matcher.request_job(runtime, pilot(f"a{i}"), now).job for i in range(4))
+    submit(runtime, now, HELLO)                                    # roland's: his instance is new
+    full = matcher.request_job(runtime, pilot("r1"), now)
+    assert full.job is None and "queue slots" in full.reason       # rolled back on the queue level
+    jobs_service.kill_jobs(runtime, ADMIN, [alice[0]], now)
+    assert matcher.request_job(runtime, pilot("r2"), now).job is not None
+    assert quota_usage(runtime)[("rqs:each/1:users=roland", "slots")] == 1.0

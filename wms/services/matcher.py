@@ -261,6 +261,8 @@ def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: da
         if verdict is not None:
             denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
             return None
+    if ctx.quotas is not None:
+        _create_quota_rows(runtime, quota_layer.debits(ctx, view))
     try:
         return run_in_transaction(runtime.engine, lambda conn: _claim(runtime, conn, ctx, view, now, full))
     except _DoesNotFit as exc:
@@ -314,6 +316,20 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value, "minor_status": minor,
                                 "source": SOURCE_MATCHER, "time": now}])
     return job_payload(job["job_id"], job["jdl"], tq, lease, job["cpu_time"])
+
+
+def _create_quota_rows(runtime: Runtime, debits: list[levels.Debit]) -> None:
+    """Usage rows of new rule instances (a new user, host, ...), committed before the claim.
+
+    Created inside the claim they would be marked known to this process's
+    other threads before they are committed, or even if the claim rolls
+    back; a debit on a row that is not there fails as if the quota were full.
+    """
+    known = runtime.match_cache.setdefault("usage_rows", {})
+    missing = [(d.scope, d.resource) for d in debits if (d.scope, d.resource) not in known]
+    if missing:
+        run_in_transaction(runtime.engine, lambda conn: match_db.ensure_usage_rows(conn, missing))
+        known.update(dict.fromkeys(missing, True))
 
 
 def ensure_usage_rows(runtime: Runtime, conn: Connection, keys: list[tuple[str, str]]) -> None:
