@@ -171,12 +171,51 @@ def _pilots_process(url: str, threads: int, seconds: float, seed: int, start_at:
     results.put(pilots(url, threads, seconds, seed, start_at))
 
 
-def run_match_once(url: str, args) -> dict[str, Any]:
+def quota_rule_sets(count: int) -> str:
+    """``count`` enabled rule sets of 10 rules, as a site might write them.
+
+    Nine rules of each set name users, projects, pes, queues or hosts that
+    most bench jobs and pilots are not, so a job is tried against most
+    rules; some of them (RAL queues, GPU queues, wn9* hosts) are shared
+    by many jobs, as real site limits are. The last rule of each set takes
+    every other job, in turn per user on slots, per user on licences, and
+    per host on slots with a dynamic limit; limits are far above what the
+    bench uses, so the cost measured is evaluation and debits, not refusals.
+    """
+    huge = "1000000000"
+    rules = [
+        f"limit users user90,user91 to slots={huge}",
+        f"limit users {{@staff}} to slots={huge}",
+        f"limit projects * to slots={huge}",
+        f"limit pes {{mpi}} to slots={huge}",
+        f"limit queues LCG.RAL.uk/* to slots={huge}",
+        f"limit hosts {{@lx_hosts}} to slots={huge}",
+        f"limit users !user0,!user1,!user2 hosts wn9* to compiler_lic={huge}",
+        f"limit users @managers to slots={huge}",
+        f"limit queues */*/gpu to slots={huge}",
+    ]
+    last = [f"limit users {{*}} to slots={huge}", f"limit users {{*}} to compiler_lic={huge}",
+            f"limit hosts {{*}} to slots=$num_proc*{huge}"]
+    return "".join("{\n name bench%d\n enabled true\n" % n + "".join(f" {r}\n" for r in rules)
+                   + f" {last[n % len(last)]}\n}}\n" for n in range(count))
+
+
+def install_quotas(runtime: Runtime, count: int) -> None:
+    from wms.core.identity import Identity
+    from wms.services import quotas as quotas_service
+
+    manager = Identity(user="bench", group="bench", vo="lhcb", role="manager")
+    quotas_service.modify(runtime, manager, quota_rule_sets(count), datetime.now(timezone.utc))
+
+
+def run_match_once(url: str, args, quotas: int = 0) -> dict[str, Any]:
     engine = make_engine(url)
     upgrade(engine)
     runtime = Runtime.create(bench_config(None), engine)
     populate(runtime, args.jobs, args.task_queues, random.Random(args.seed))
     settle(engine)
+    if quotas:
+        install_quotas(runtime, quotas)
     start_at = time.time() + (3.0 if args.processes > 1 else 0.0)
     if args.processes == 1:
         parts = [pilots(url, args.threads, args.seconds, args.seed, start_at)]
@@ -220,14 +259,20 @@ def run_match_once(url: str, args) -> dict[str, Any]:
 def run_match(args) -> int:
     kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
     runs = []
+    quota_runs = []
+    quotas = getattr(args, "quotas", 0) or 0
     for run in range(1, args.runs + 1):
-        print(f"run {run}/{args.runs} on {args.database}: {args.jobs} jobs, {args.task_queues} task queues, "
-              f"{args.processes} x {args.threads} pilots for {args.seconds} s", file=sys.stderr)
-        if kind is None:
-            runs.append(run_match_once(args.database, args))
-            continue
-        with tempfile.TemporaryDirectory() as tmp, scratch_database(kind, Path(tmp), prefix="wms_bench") as url:
-            runs.append(run_match_once(url, args))
+        # With --quotas, each run is measured without and with the rule
+        # sets, one after the other, so both see the same machine load.
+        for count, into in ([(0, runs), (quotas, quota_runs)] if quotas else [(0, runs)]):
+            print(f"run {run}/{args.runs} on {args.database}: {args.jobs} jobs, {args.task_queues} task queues, "
+                  f"{args.processes} x {args.threads} pilots for {args.seconds} s, {count} quota sets",
+                  file=sys.stderr)
+            if kind is None:
+                into.append(run_match_once(args.database, args, count))
+                continue
+            with tempfile.TemporaryDirectory() as tmp, scratch_database(kind, Path(tmp), prefix="wms_bench") as url:
+                into.append(run_match_once(url, args, count))
     summary = {
         "benchmark": "match", "database": args.database, "jobs": args.jobs, "task_queues": args.task_queues,
         "processes": args.processes, "threads": args.threads, "seconds": args.seconds,
@@ -239,6 +284,19 @@ def run_match(args) -> int:
         "overbooked": sum(r["overbooked"] for r in runs),
         "runs": runs,
     }
+    if quota_runs:
+        with_quotas = statistics.median(r["matches_per_second"] for r in quota_runs)
+        summary.update(
+            quotas=quotas,
+            median_matches_per_second_with_quotas=round(with_quotas, 1),
+            median_p99_ms_with_quotas=round(statistics.median(r["p99_ms"] for r in quota_runs), 2),
+            quota_rate_ratio=round(with_quotas / summary["median_matches_per_second"], 3)
+            if summary["median_matches_per_second"] else None,
+            errors=summary["errors"] + sum(r["errors"] for r in quota_runs),
+            duplicates=summary["duplicates"] + sum(r["duplicates"] for r in quota_runs),
+            overbooked=summary["overbooked"] + sum(r["overbooked"] for r in quota_runs),
+            quota_runs=quota_runs,
+        )
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -247,6 +305,10 @@ def run_match(args) -> int:
               f"errors {summary['errors']}, duplicates {summary['duplicates']}, overbooked {summary['overbooked']} "
               f"({args.jobs} jobs, {args.task_queues} task queues, {args.processes} x {args.threads} pilots, "
               f"{args.runs} runs)")
+        if quota_runs:
+            print(f"with {quotas} quota sets of 10 rules: median {summary['median_matches_per_second_with_quotas']:.0f} "
+                  f"matches/s, p99 {summary['median_p99_ms_with_quotas']} ms: "
+                  f"{100 * (summary['quota_rate_ratio'] or 0):.0f}% of the rate without quotas")
         if summary["errors"]:
-            print(f"first error: {next(r['first_error'] for r in runs if r['first_error'])}")
+            print(f"first error: {next(r['first_error'] for r in runs + quota_runs if r['first_error'])}")
     return 0 if summary["duplicates"] == 0 and summary["overbooked"] == 0 else 1

@@ -23,6 +23,7 @@ from wms.core.errors import ConfigError, Unauthorized, WmsError
 from wms.core.identity import Identity
 from wms.db.migrate import upgrade
 from wms.services.pilots import make_launcher
+from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
 from wms.services.tokens import authenticate, create_token
 
@@ -75,6 +76,7 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool) -> int:
         config = load_config(config_dir_from_env(config_dir))
         host, port = parse_bind(bind or config.settings.bind)
         runtime = Runtime.create(config)
+        quotas_service.initial_rule_sets(runtime)  # a bad config/rqs file stops start-up
         if embedded:
             upgrade(runtime.engine)
             token_path = ensure_local_token(runtime)

@@ -22,6 +22,7 @@ from wms.services import accounting as accounting_service
 from wms.services import diagnosis
 from wms.services import jobs as jobs_service
 from wms.services import matcher
+from wms.services import quotas as quotas_service
 from wms.services import reservations as ar
 from wms.services.runtime import Runtime
 from wms.services.submission import SubmitOptions, submit_jobs
@@ -430,3 +431,27 @@ def test_a_grant_that_still_fits_after_settling_is_confirmed(engine, tmp_path):
     assert granted["granted"] == [{"queue": ALLQ, "host": "host2", "slots": 1}]
     [row] = ar.show(granting, MANAGER)
     assert row["state"] == "w"
+
+
+def test_jobs_in_a_reservation_are_neither_limited_nor_counted_by_quotas(engine, tmp_path, monkeypatch):
+    # specs/003 "AR and Resource Quotas": a quota limits user1 to slots=10, a
+    # reservation starting now gives user1 10 slots: user1 runs 20 jobs, and
+    # the quota counts 10 of 10 (the reservation's slots are not booked there).
+    monkeypatch.setattr(quotas_service, "SYNC_INTERVAL", 0.0)
+    config = reservation_config(tmp_path / "config")
+    resources = json.loads(json.dumps(config.resources))
+    resources[SITE]["CEs"][CE]["Queues"]["other.q"]["complex_values"]["slots"] = 40
+    runtime = Runtime.create(dataclasses.replace(config, resources=resources), engine)
+    quotas_service.modify(runtime, MANAGER, "{\n name user1_limit\n enabled true\n"
+                                            " limit users user1 to slots=10\n}\n", T0)
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, queues=["other.q"], pe="mpi", pe_slots="10"), T0)["ar_id"]
+    inside = [submit(runtime, limited("0:10:0"), ar_id=ar_id)[0] for _ in range(10)]
+    outside = [submit(runtime, limited("0:10:0"))[0] for _ in range(11)]
+    got = [matcher.request_job(runtime, pilot(queue="other.q", host=f"wn{i}", pid=f"p{i}"), T0) for i in range(22)]
+    matched = {r.job["JobID"] for r in got if r.job is not None}
+    assert matched == set(inside) | set(outside[:10])
+    assert any('exceeds limit "user1_limit/1" (slots=10/10 for user user1)' in r.reason for r in got if r.job is None)
+    assert {k: v for k, v in usage(runtime).items() if k[0].startswith("rqs:")} == {
+        ("rqs:user1_limit/1:*", "slots"): 10.0}
+    [line] = quotas_service.usage_report(runtime, USER1, {})     # qquota, as user1
+    assert (line["rule"], line["limit"], line["filter"]) == ("user1_limit/1", "slots=10/10", "users user1")

@@ -14,7 +14,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from wms import __version__
-from wms.api import routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_reservations
+from wms.api import (
+    routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
+)
 from wms.api.deps import public
 from wms.core.errors import WmsError
 from wms.services.runtime import Runtime
@@ -50,4 +52,5 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.include_router(routes_matcher.router, prefix=API_PREFIX)
     app.include_router(routes_pilots.router, prefix=API_PREFIX)
     app.include_router(routes_reservations.router, prefix=API_PREFIX)
+    app.include_router(routes_quotas.router, prefix=API_PREFIX)
     return app

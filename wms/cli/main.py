@@ -459,6 +459,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seconds", type=float, default=20)
     b.add_argument("--runs", type=int, default=3, help="runs; medians are reported")
     b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--quotas", type=int, default=0, metavar="N",
+                   help="also run with N enabled resource quota sets of 10 rules each and compare")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
     return parser

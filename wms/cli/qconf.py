@@ -1,26 +1,148 @@
 """`qconf`: Grid Engine's configuration command, as an HTTP client.
 
-Implemented switches: -sc (show the complex table) and -Mc FILE (replace it
-from a file, managers only). Exit status 0 on success, 1 on any refusal
-(as Grid Engine's qconf), 2 for bad usage.
+Implemented switches:
+
+* -sc (show the complex table), -Mc FILE (replace it, managers only);
+* resource quota sets (specs/001, sge_resource_quota(5)): -arqs [name]
+  and -mrqs [name] (in $EDITOR), -Arqs FILE, -Mrqs FILE [name],
+  -srqs [name_list], -srqsl, -drqs [name_list];
+* -aattr/-dattr/-mattr/-rattr resource_quota ATTR VALUE set[/rule] and
+  their file forms -Aattr/-Dattr/-Mattr/-Rattr resource_quota FILE
+  set[/rule] (each line of FILE is ``attribute value``).
+
+Messages print on stdout, refusals one line on stderr. Exit status 0 on
+success, 1 on any refusal (as Grid Engine's qconf), 2 for bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from wms.cli.client import Client, ClientError
 
+ATTRIBUTE_SWITCHES = ("aattr", "dattr", "mattr", "rattr")
+FILE_ATTRIBUTE_SWITCHES = ("Aattr", "Dattr", "Mattr", "Rattr")
+OBJECT_NAMES = ("resource_quota", "rqs")
+
+
+class Refused(Exception):
+    """One line for stderr, exit 1."""
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qconf", description="Grid Engine-style configuration of the WMS.")
+    parser = argparse.ArgumentParser(prog="qconf", description="Grid Engine-style configuration of the WMS.",
+                                     allow_abbrev=False)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("-sc", action="store_true", help="show the complex attributes")
     group.add_argument("-Mc", metavar="FILE", help="replace the complex attributes with those in FILE")
+    group.add_argument("-arqs", nargs="?", const="", metavar="name", help="add resource quota set(s) in $EDITOR")
+    group.add_argument("-Arqs", metavar="fname", help="add resource quota set(s) from file")
+    group.add_argument("-mrqs", nargs="?", const="", metavar="name", help="modify resource quota set(s) in $EDITOR")
+    group.add_argument("-Mrqs", nargs="+", metavar=("fname", "name"), help="modify resource quota set(s) from file")
+    group.add_argument("-srqs", nargs="*", metavar="name_list", help="show resource quota set(s)")
+    group.add_argument("-srqsl", action="store_true", help="show resource quota set list")
+    group.add_argument("-drqs", nargs="*", metavar="name_list", help="delete resource quota set(s)")
+    for switch, what in zip(ATTRIBUTE_SWITCHES, ("add to", "delete from", "modify", "replace")):
+        group.add_argument(f"-{switch}", nargs=4, metavar=("obj_nm", "attr_nm", "val", "obj_id_lst"),
+                           help=f"{what} an attribute of an object")
+    for switch, what in zip(FILE_ATTRIBUTE_SWITCHES, ("add to", "delete from", "modify", "replace")):
+        group.add_argument(f"-{switch}", nargs=3, metavar=("obj_nm", "fname", "obj_id_lst"),
+                           help=f"{what} attributes of an object, from a file")
     return parser
+
+
+def _names(values: Sequence[str] | None) -> str:
+    return ",".join(n for value in values or () for n in value.split(",") if n)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise Refused(f"error: cannot read file {path!r}: {exc.strerror}") from None
+
+
+def edit(text: str) -> str:
+    """Open ``text`` in $EDITOR (vi by default) and return what was saved."""
+    editor = os.environ.get("EDITOR") or os.environ.get("VISUAL") or "vi"
+    with tempfile.NamedTemporaryFile("w", suffix=".rqs", delete=False) as handle:
+        handle.write(text)
+        path = handle.name
+    try:
+        if subprocess.call([*shlex.split(editor), path]) != 0:
+            raise Refused(f"error: the editor {editor!r} failed")
+        return Path(path).read_text()
+    finally:
+        os.unlink(path)
+
+
+def _print(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(line)
+
+
+def rqs(args: argparse.Namespace, client: Client) -> None:
+    if args.arqs is not None:
+        name = args.arqs or None
+        if name is not None and name in client.get("/rqs/names")["names"]:
+            raise Refused(f'resource quota set "{name}" already exists')
+        text = edit(client.get("/rqs/template", name=name)["text"])
+        _print(client.post("/rqs", {"text": text, "source": "edited resource quota set"})["messages"])
+    elif args.Arqs is not None:
+        _print(client.post("/rqs", {"text": _read(args.Arqs), "source": args.Arqs})["messages"])
+    elif args.mrqs is not None:
+        name = args.mrqs or None
+        text = edit(client.get("/rqs", names=name)["text"])
+        _print(client.request("PUT", "/rqs", json={"text": text, "name": name,
+                                                   "source": "edited resource quota set"})["messages"])
+    elif args.Mrqs is not None:
+        if len(args.Mrqs) > 2:
+            raise Refused("error: -Mrqs takes a file and at most one resource quota set name")
+        name = args.Mrqs[1] if len(args.Mrqs) == 2 else None
+        body = {"text": _read(args.Mrqs[0]), "name": name, "source": args.Mrqs[0]}
+        _print(client.request("PUT", "/rqs", json=body)["messages"])
+    elif args.srqs is not None:
+        print(client.get("/rqs", names=_names(args.srqs) or None)["text"], end="")
+    elif args.srqsl:
+        names = client.get("/rqs/names")["names"]
+        if not names:
+            raise Refused("no resource quota set list defined")
+        _print(names)
+    elif args.drqs is not None:
+        _print(client.request("DELETE", "/rqs", params={"names": _names(args.drqs)})["messages"])
+
+
+def attributes(args: argparse.Namespace, client: Client) -> bool:
+    for switch in ATTRIBUTE_SWITCHES + FILE_ATTRIBUTE_SWITCHES:
+        values = getattr(args, switch)
+        if values is None:
+            continue
+        obj = values[0]
+        if obj not in OBJECT_NAMES:
+            raise Refused(f'error: object "{obj}" is not supported here (only resource_quota)')
+        if switch in ATTRIBUTE_SWITCHES:
+            changes = [(values[1], values[2])]
+        else:
+            changes = []
+            for line in _read(values[1]).splitlines():
+                if line.strip() and not line.lstrip().startswith("#"):
+                    attribute, _, value = line.strip().partition(" ")
+                    changes.append((attribute, value.strip()))
+            if not changes:
+                raise Refused(f"error: no attribute in file {values[1]!r}")
+        for target in values[-1].split(","):
+            for attribute, value in changes:
+                body = {"switch": switch, "attribute": attribute, "value": value, "target": target}
+                _print(client.post("/rqs/attributes", body)["messages"])
+        return True
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,16 +151,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.sc:
             print(Client().get("/complexes")["text"])
             return 0
-        try:
-            text = Path(args.Mc).read_text()
-        except OSError as exc:
-            print(f"error: cannot read file {args.Mc!r}: {exc.strerror}", file=sys.stderr)
-            return 1
-        for line in Client().request("PUT", "/complexes", json={"text": text})["messages"]:
-            print(line)
+        if args.Mc is not None:
+            text = _read(args.Mc)
+            for line in Client().request("PUT", "/complexes", json={"text": text})["messages"]:
+                print(line)
+            return 0
+        client = Client()
+        if not attributes(args, client):
+            rqs(args, client)
         return 0
+    except Refused as exc:
+        print(exc, file=sys.stderr)
+        return 1
     except ClientError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(exc if exc.status in (400, 404, 409) else f"error: {exc}", file=sys.stderr)
         return 1
 
 

@@ -36,3 +36,23 @@ def put_object(conn: Connection, kind: str, text: str, user: str, now: datetime)
         .values(text=text, version=cluster_objects.c.version + 1, updated=now, updated_by=user)
     )
     return version(conn, kind)
+
+
+def replace_if_version(conn: Connection, kind: str, text: str, expected: int, user: str, now: datetime) -> bool:
+    """Store ``text`` only if the stored version is still ``expected`` (0: never stored); True if stored.
+
+    Read-modify-write of a whole object by two administrators at once: the
+    second one's write fails and is redone on the new text, so neither
+    change is lost.
+    """
+    if expected == 0:
+        return insert_ignoring_duplicates(
+            conn, cluster_objects, [{"kind": kind, "text": text, "version": 1, "updated": now, "updated_by": user}],
+            ["kind"],
+        ) == 1
+    result = conn.execute(
+        update(cluster_objects)
+        .where(cluster_objects.c.kind == kind, cluster_objects.c.version == expected)
+        .values(text=text, version=expected + 1, updated=now, updated_by=user)
+    )
+    return result.rowcount == 1

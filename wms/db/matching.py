@@ -235,6 +235,46 @@ def debit(conn: Connection, scope: str, resource: str, amount: float, capacity: 
     return conn.execute(_DEBIT, params).rowcount == 1
 
 
+_DEBIT_ALL: dict[int, Any] = {}
+
+
+def _debit_all_statement(count: int) -> Any:
+    """``UPDATE .. SET used = used + CASE .. END WHERE (key and fits) OR ..``, built once per count."""
+    stmt = _DEBIT_ALL.get(count)
+    if stmt is None:
+        cases = " ".join(f"WHEN scope = :s{i} AND resource = :r{i} THEN :a{i}" for i in range(count))
+        fits = " OR ".join(f"(scope = :s{i} AND resource = :r{i} AND used + :a{i} <= :c{i})" for i in range(count))
+        stmt = _DEBIT_ALL[count] = text(f"UPDATE resource_usage SET used = used + CASE {cases} ELSE 0 END "
+                                        f"WHERE {fits} RETURNING scope, resource")
+    return stmt
+
+
+def debit_all(conn: Connection, debits: Sequence[tuple[str, str, float, float]]) -> int | None:
+    """Debit every (scope, resource, amount, capacity) if each fits: None if all
+    did, else the index of one that did not (the caller rolls back, undoing the others).
+
+    SQLite, which has no row locks and pays for every statement, gets one
+    statement for all. Elsewhere one conditional update per row, in the
+    given (key) order: a multi-row UPDATE would lock its rows in whatever
+    order its plan finds them, and two claims could wait on each other.
+    The rows must exist (``ensure_usage_rows``) and be distinct.
+    """
+    if not debits:
+        return None
+    if conn.dialect.name != "sqlite":
+        for i, (scope, resource, amount, capacity) in enumerate(debits):
+            if not debit(conn, scope, resource, amount, capacity):
+                return i
+        return None
+    params: dict[str, object] = {}
+    for i, (scope, resource, amount, capacity) in enumerate(debits):
+        params.update({f"s{i}": scope, f"r{i}": resource, f"a{i}": amount, f"c{i}": capacity})
+    done = {(scope, resource) for scope, resource in conn.execute(_debit_all_statement(len(debits)), params).all()}
+    if len(done) == len(debits):
+        return None
+    return next(i for i, d in enumerate(debits) if (d[0], d[1]) not in done)
+
+
 def record_debits(conn: Connection, job_id: int, debits: Sequence[tuple[str, str, float]]) -> None:
     if debits:
         conn.execute(insert(job_debits), [{"job_id": job_id, "scope": s, "resource": r, "amount": a} for s, r, a in debits])

@@ -9,6 +9,7 @@ from wms.core.complexes import format_value
 from wms.core.identity import Identity
 from wms.core.match import levels
 from wms.core.match.context import GLOBAL_SCOPE, MatchContext, PilotRequest, host_scope, queue_scope
+from wms.core.match.quotas import QUOTA, QUOTA_LAYER
 from wms.core.match.requirements import StaticRequirements
 from wms.core.match.reservations import ReservationLayer
 from wms.core.match.verdict import Code
@@ -20,12 +21,14 @@ from wms.services import jobs as jobs_service
 from wms.services.matcher import task_queue_views
 from wms.services import complexes as complexes_service
 from wms.services import reservations as reservations_service
+from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
 
 ELIGIBLE = "eligible: waiting for a pilot of this queue"
 # Layers a queue is judged by without a pilot; the host level and what the
-# pilot reports are decided when a pilot asks.
-WHY_LAYERS = (ReservationLayer(), levels.LEVEL_LAYERS[0], levels.LEVEL_LAYERS[2], StaticRequirements())
+# pilot reports are decided when a pilot asks (so are quota rules on hosts).
+WHY_LAYERS = (ReservationLayer(), QUOTA_LAYER, levels.LEVEL_LAYERS[0], levels.LEVEL_LAYERS[2], StaticRequirements())
+QUOTA_REASON = "cannot run in queue {queue} because it {reason}"
 
 
 def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:
@@ -57,6 +60,7 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
                                        params.get("complex_values") or {}, request),
             usage=usage, complexes=runtime.complexes, pilot_ad={}, resources_for=runtime.resources_for,
             reservations=snapshot,
+            quotas=quotas_service.for_request(runtime, usage),
         )
         entry = {"Queue": ref.name, "Layer": "", "Code": Code.OK.value, "Reason": ELIGIBLE}
         if pool_queues is not None and ref.name not in pool_queues:
@@ -65,7 +69,10 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
             for layer in WHY_LAYERS:
                 verdict = layer.check(ctx, tq)
                 if not verdict.allowed:
-                    entry.update(Layer=verdict.layer or layer.name, Code=verdict.code.value, Reason=verdict.reason)
+                    reason = verdict.reason
+                    if verdict.layer == QUOTA:
+                        reason = QUOTA_REASON.format(queue=ref.name, reason=reason)
+                    entry.update(Layer=verdict.layer or layer.name, Code=verdict.code.value, Reason=reason)
                     break
         eligible += entry["Code"] == Code.OK.value
         out["Queues"].append(entry)

@@ -25,6 +25,7 @@ from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.jdl import parse_one
 from wms.core.match import levels
+from wms.core.match import quotas as quota_layer
 from wms.core.match.choice import WeightedDraw
 from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
 from wms.core.match.reservations import ReservationLayer
@@ -37,6 +38,7 @@ from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services.retry import run_in_transaction
 from wms.services import complexes as complexes_service
+from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
 from wms.services.runtime import Runtime
 
@@ -49,8 +51,8 @@ NO_WAITING = "no waiting job for the pools this queue serves"
 
 STATIC = StaticRequirements()
 # Strictly in order; the first denial ends the evaluation (DESIGN.md).
-# Resource quotas take their place between reservations and the levels.
-DEFAULT_LAYERS = (ReservationLayer(), *levels.LEVEL_LAYERS, PilotRequirements())
+# Reservations first (specs/003), then resource quotas (specs/001), then the levels.
+DEFAULT_LAYERS = (ReservationLayer(), quota_layer.QUOTA_LAYER, *levels.LEVEL_LAYERS, PilotRequirements())
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,17 @@ def match_context(runtime: Runtime, request: PilotRequest) -> MatchContext:
         complexes=table,
         pilot_ad=request.ad(),
         resources_for=runtime.resources_for,
+        quotas=quotas_service.for_request(runtime),
     )
+
+
+def match_debits(ctx: MatchContext, tq: TaskQueueView) -> list[levels.Debit]:
+    """Every debit of a claim, the levels' consumables and the applying quota
+    rule instances, in key order: concurrent claimers lock usage rows in one order."""
+    out = levels.debits(ctx, tq)
+    if ctx.quotas is not None:
+        out += quota_layer.debits(ctx, tq)
+    return sorted(out, key=lambda d: (d.scope, d.resource))
 
 
 def validate_request(runtime: Runtime, request: PilotRequest) -> None:
@@ -247,16 +259,18 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
 
 def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,
                denials: dict[str, int], full: dict[tuple[str, str], Verdict]) -> dict[str, Any] | None:
-    for debit in levels.debits(ctx, view):
+    debits = match_debits(ctx, view)
+    for debit in debits:
         verdict = full.get((debit.scope, debit.resource))
         # Full at a capacity at least this debit's (reservations may lower it per task queue).
         if verdict is not None and verdict.detail.get("capacity", debit.capacity) >= debit.capacity:
             denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
             return None
+    create_usage_rows(runtime, debits)
     try:
         if match_db.claims_in_one_call(runtime.engine):
-            return _claim_in_one_call(runtime, ctx, view, now, full)
-        return run_in_transaction(runtime.engine, lambda conn: _claim(runtime, conn, ctx, view, now, full))
+            return _claim_in_one_call(runtime, ctx, view, debits, now, full)
+        return run_in_transaction(runtime.engine, lambda conn: _claim(runtime, conn, ctx, view, debits, now, full))
     except _DoesNotFit as exc:
         denials[exc.verdict.reason] = denials.get(exc.verdict.reason, 0) + 1
         return None
@@ -268,8 +282,8 @@ def summarise(denials: dict[str, int]) -> str:
     return "; ".join(f"{reason} ({count} task queue{'s' if count > 1 else ''})" for reason, count in top)
 
 
-def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueView, now: datetime,
-           full: dict[tuple[str, str], Verdict]) -> dict | None:
+def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueView, debits: list[levels.Debit],
+           now: datetime, full: dict[tuple[str, str], Verdict]) -> dict | None:
     """One attempt, one transaction: claim the best waiting job, then debit what it takes.
 
     A debit that does not fit raises _DoesNotFit and the whole attempt
@@ -285,26 +299,21 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     )
     if job is None:
         return None
-    debits = sorted_debits(ctx, tq)
-    ensure_usage_rows(runtime, conn, [(d.scope, d.resource) for d in debits])
-    for d in debits:
-        if not match_db.debit(conn, d.scope, d.resource, d.amount, d.capacity):
-            raise _DoesNotFit(_remember_full(ctx, d, match_db.used(conn, d.scope, d.resource), full))
+    missed = match_db.debit_all(conn, [(d.scope, d.resource, d.amount, d.capacity) for d in debits])
+    if missed is not None:
+        d = debits[missed]
+        raise _DoesNotFit(_remember_full(ctx, d, match_db.used(conn, d.scope, d.resource), full))
     match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])
     jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value, "minor_status": minor,
                                 "source": SOURCE_MATCHER, "time": now}])
     return job_payload(job["job_id"], job["jdl"], tq, lease, job["cpu_time"])
 
 
-def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, now: datetime,
-                       full: dict[tuple[str, str], Verdict]) -> dict | None:
+def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[levels.Debit],
+                       now: datetime, full: dict[tuple[str, str], Verdict]) -> dict | None:
     """_claim's transaction as one function call and one round trip (PostgreSQL)."""
     request = ctx.request
     lease = runtime.config.settings.match_lease
-    debits = sorted_debits(ctx, tq)
-    keys = [(d.scope, d.resource) for d in debits]
-    if not usage_rows_known(runtime, keys):
-        run_in_transaction(runtime.engine, lambda conn: ensure_usage_rows(runtime, conn, keys))
     try:
         job = run_in_transaction(runtime.engine, lambda conn: match_db.claim_in_one_call(
             conn, tq.tq_id, pilot_id=request.pilot_id, site=request.site, queue=request.ref.name,
@@ -321,30 +330,27 @@ def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, n
     return job_payload(job["job_id"], job["jdl"], tq, lease, job["cpu_time"])
 
 
-def sorted_debits(ctx: MatchContext, tq: TaskQueueView) -> list[levels.Debit]:
-    """The claim's debits in key order, so concurrent claimers lock usage rows in one order."""
-    return sorted(levels.debits(ctx, tq), key=lambda d: (d.scope, d.resource))
-
-
 def _remember_full(ctx: MatchContext, debit: levels.Debit, used: float,
                    full: dict[tuple[str, str], Verdict]) -> Verdict:
-    """The denial of a full consumable, kept for the rest of the request."""
-    verdict = levels.full_verdict(ctx, debit, used)
+    """The denial of a full consumable or quota instance, kept for the rest of the request."""
+    if isinstance(debit, quota_layer.QuotaDebit):
+        verdict = quota_layer.full_verdict(ctx, debit, used)
+    else:
+        verdict = levels.full_verdict(ctx, debit, used)
     full[(debit.scope, debit.resource)] = verdict
     return verdict
 
 
-def usage_rows_known(runtime: Runtime, keys: list[tuple[str, str]]) -> bool:
+def create_usage_rows(runtime: Runtime, debits: list[levels.Debit]) -> None:
+    """The usage rows a claim debits (a new queue, host, quota instance, ...),
+    created and committed before the claim, once per process (rows are never
+    deleted). Created inside the claim, they would be marked known to this
+    process's other threads before they are committed, or even when the
+    claim rolls back; a debit on a missing row fails as if it were full."""
     known = runtime.match_cache.setdefault("usage_rows", {})
-    return all(key in known for key in keys)
-
-
-def ensure_usage_rows(runtime: Runtime, conn: Connection, keys: list[tuple[str, str]]) -> None:
-    """Create the usage rows a debit needs, once per process (rows are never deleted)."""
-    known = runtime.match_cache.setdefault("usage_rows", {})
-    missing = [key for key in keys if key not in known]
+    missing = [(d.scope, d.resource) for d in debits if (d.scope, d.resource) not in known]
     if missing:
-        match_db.ensure_usage_rows(conn, missing)
+        run_in_transaction(runtime.engine, lambda conn: match_db.ensure_usage_rows(conn, missing))
         known.update(dict.fromkeys(missing, True))
 
 

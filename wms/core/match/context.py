@@ -86,6 +86,8 @@ class MatchContext:
     # The active advance reservations (core/match/reservations.Snapshot), or
     # None when there are none: the reservation layer then costs nothing.
     reservations: Any = None
+    # The enabled resource quota sets for this request (match/quotas.py), None when there are none.
+    quotas: Any = None
     _queue_params: dict[str | None, ParameterMap] = field(default_factory=dict)
 
     def queue_params(self, vo: str | None) -> ParameterMap:
