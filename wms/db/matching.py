@@ -14,6 +14,7 @@ The claim is built to be safe with many Matchers on one database:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -181,8 +182,21 @@ _CLAIM_FUNCTION = text(
 )
 
 
+_CLAIM_PROCEDURE = text(
+    "CALL wms_claim_job(:tq_id, :pilot, :site, :queue, :host, :slots, :lease, :minor, :now, :source, :debits)"
+).bindparams(bindparam("lease", type_=jobs.c.lease_expires.type), bindparam("now", type_=jobs.c.matched_time.type))
+# MariaDB's procedure signals this, with "WMS01 <index>" as its message.
+_MARIADB_SIGNAL = 1644
+
+
 def claims_in_one_call(conn_or_engine: Any) -> bool:
-    """True where the claim is one function call (PostgreSQL, migration 0006)."""
+    """True where the claim is one call: PostgreSQL (migration 0006) and MariaDB (0008)."""
+    return conn_or_engine.dialect.name in ("postgresql", "mysql", "mariadb")
+
+
+def one_call_commits_itself(conn_or_engine: Any) -> bool:
+    """PostgreSQL's function is one statement, its own transaction on an autocommit
+    connection; MariaDB's procedure runs several, which the caller's transaction holds."""
     return conn_or_engine.dialect.name == "postgresql"
 
 
@@ -201,22 +215,39 @@ def claim_in_one_call(
     source: str,
     debits: Sequence[tuple[str, str, float, float]],
 ) -> dict[str, Any] | None:
-    """The whole claim in one round trip (PostgreSQL): claim_job, every
-    debit (scope, resource, amount, capacity; given sorted) and
-    record_debits, and the Matched history entry. On an autocommit
-    connection it is its own transaction. The job or None; raises
-    DebitDoesNotFit (the claim then rolled back whole) when a consumable is full."""
+    """The whole claim in one round trip: claim_job, every debit (scope,
+    resource, amount, capacity; given sorted) and record_debits, and the
+    Matched history entry. The job or None; raises DebitDoesNotFit when a
+    consumable is full (the caller's transaction must then roll back; on
+    PostgreSQL the failed statement already undid everything)."""
     params = {"tq_id": tq_id, "pilot": pilot_id, "site": site, "queue": queue, "host": host, "slots": slots,
-              "lease": lease_expires, "minor": minor_status, "now": now, "source": source,
-              "scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
-              "amounts": [float(d[2]) for d in debits], "capacities": [float(d[3]) for d in debits]}
+              "lease": lease_expires, "minor": minor_status, "now": now, "source": source}
+    if conn.dialect.name == "postgresql":
+        params.update({"scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
+                       "amounts": [float(d[2]) for d in debits], "capacities": [float(d[3]) for d in debits]})
+        statement = _CLAIM_FUNCTION
+    else:
+        params["debits"] = json.dumps([[d[0], d[1], float(d[2]), float(d[3])] for d in debits])
+        statement = _CLAIM_PROCEDURE
     try:
-        row = conn.execute(_CLAIM_FUNCTION, params).mappings().first()
+        row = conn.execute(statement, params).mappings().first()
     except DBAPIError as exc:
-        if getattr(exc.orig, "sqlstate", None) == DEBIT_FULL_SQLSTATE:
-            raise DebitDoesNotFit(int(exc.orig.diag.message_detail) - 1) from None
+        index = _full_debit_index(exc)
+        if index is not None:
+            raise DebitDoesNotFit(index) from None
         raise
-    return dict(row) if row is not None else None
+    return dict(row) if row is not None and row["job_id"] is not None else None
+
+
+def _full_debit_index(exc: DBAPIError) -> int | None:
+    """The 0-based index of the debit that did not fit, if that is what ``exc`` says."""
+    orig = exc.orig
+    if getattr(orig, "sqlstate", None) == DEBIT_FULL_SQLSTATE:            # PostgreSQL: DETAIL is 1-based
+        return int(orig.diag.message_detail) - 1
+    args = getattr(orig, "args", ())
+    if len(args) == 2 and args[0] == _MARIADB_SIGNAL and str(args[1]).startswith("WMS01 "):
+        return int(str(args[1]).split()[1])
+    return None
 
 
 def select_waiting_job(conn: Connection, tq_id: int) -> dict[str, Any] | None:

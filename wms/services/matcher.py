@@ -311,7 +311,7 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
 
 def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[levels.Debit],
                        now: datetime, full: dict[tuple[str, str], Verdict]) -> dict | None:
-    """_claim's transaction as one function call and one round trip (PostgreSQL)."""
+    """_claim's transaction as one call: a PostgreSQL function, a MariaDB procedure."""
     request = ctx.request
     lease = runtime.config.settings.match_lease
     try:
@@ -320,7 +320,7 @@ def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, d
             host=request.host, slots=tq.slots, lease_expires=now + timedelta(seconds=lease),
             minor_status=f"Assigned to pilot {request.pilot_id}", now=now, source=SOURCE_MATCHER,
             debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits],
-        ), single_statement=True)
+        ), single_statement=match_db.one_call_commits_itself(runtime.engine))
     except match_db.DebitDoesNotFit as exc:
         d = debits[exc.index]
         with reading(runtime.engine) as conn:
