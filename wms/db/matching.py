@@ -10,6 +10,11 @@ The claim is built to be safe with many Matchers on one database:
 * each debit is a conditional update, ``used + amount <= capacity``, so a
   consumable can never be overbooked whatever the interleaving: a debit
   that does not fit changes no row and the caller rolls back.
+
+On PostgreSQL and MariaDB the same statements run inside one stored
+function / procedure (migrations 0006 and 0008; ``claim_in_one_call``);
+``claim_job`` and ``debit_all`` are the statement-by-statement form SQLite
+uses. A change to the claim is made in all three.
 """
 
 from __future__ import annotations

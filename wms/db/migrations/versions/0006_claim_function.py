@@ -8,7 +8,8 @@ On PostgreSQL a claim (pick the best waiting job of a task queue, debit
 its consumables, record the debits and the history) is one call of
 ``wms_claim_job`` instead of seven round trips (docs/benchmarks.md). The
 statements inside are those of wms/db/matching.py's generic path, which
-SQLite and MariaDB keep using; the concurrency tests run both.
+SQLite keeps using, and of MariaDB's procedure (migration 0008): a change
+to the claim is made in all three; the concurrency tests run all three.
 """
 
 from __future__ import annotations
