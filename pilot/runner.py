@@ -322,6 +322,12 @@ class _Child:
         self.status, self.rusage = status, rusage
         # Tell Popen it is over, or it warns that the child still runs.
         self.popen.returncode = os.waitstatus_to_exitcode(status)
+        # SIGKILL is delivered, not yet acted on: wait (briefly) until the
+        # stragglers are really gone, so that the job's end is the end of
+        # every process it started.
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and any(p.state not in ("Z", "X") for p in session_processes(self.pgid)):
+            time.sleep(0.01)
 
     def terminate(self, grace: float) -> None:
         """SIGTERM, ``grace`` seconds, SIGKILL; returns once the leader ended."""
