@@ -198,13 +198,49 @@ def test_qrdel_removes_jobs_then_the_reservation(runtime):
     run_job(runtime, job, pilot(queue="other.q"))
     with pytest.raises(Forbidden, match="not allowed to delete"):
         ar.delete(runtime, USER2, ["mine"], False, T0)
-    assert ar.delete(runtime, USER1, ["mine"], False, T0) == [f"user1 deleted advance reservation {ar_id}"]
+    assert ar.delete(runtime, USER1, ["mine"], True, T0) == [f"user1 deleted advance reservation {ar_id}"]
     assert jobs_service.job_status(runtime, MANAGER, [job])[0]["Status"] == "Killed"
     assert usage(runtime) == {}
     assert ar.show(runtime, USER1) == []
     assert ar.show(runtime, USER1, [str(ar_id)])[0]["state"] == "d"
     with pytest.raises(NotFound):
         ar.delete(runtime, USER1, ["mine"], False, T0)
+
+
+def test_qrdel_without_f_holds_the_slots_until_the_pilots_stopped_the_jobs(runtime):
+    """qrdel(1): the reservation goes only once its jobs are gone; -f does not wait for the execution side."""
+    timeout = timedelta(seconds=runtime.config.settings.heartbeat_timeout)
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, queues=["other.q"]), T0)["ar_id"]
+    [job] = submit(runtime, limited("0:10:0"), ar_id=ar_id)
+    run_job(runtime, job, pilot(queue="other.q"))
+    messages = ar.delete(runtime, USER1, [str(ar_id)], False, T0)
+    assert messages == [f"user1 deleted advance reservation {ar_id}",
+                        f"advance reservation {ar_id} keeps its resources until its jobs' pilots have stopped them, "
+                        f"at the latest {(T0 + timeout).isoformat()} (qrdel -f releases them now)"]
+    assert jobs_service.job_status(runtime, MANAGER, [job])[0]["Status"] == "Killed"
+    # The job's own debit is returned; the reservation's hold on the queue stays while the pilot may still run it.
+    assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 1.0}
+    assert ar.show(runtime, USER1, [str(ar_id)])[0]["state"] == "d"
+    assert {r["Name"]: r["resv/used/tot"] for r in diagnosis.queues_overview(runtime)}[OTHERQ] == "1/0/4"
+    assert ar.manage(runtime, T0 + timeout - timedelta(seconds=1))["released"] == []
+    assert ar.manage(runtime, T0 + timeout)["released"] == [ar_id]
+    assert usage(runtime) == {}
+    assert ar.manage(runtime, T0 + timeout)["released"] == []      # once only
+
+
+def test_qrdel_f_releases_at_once(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, queues=["other.q"]), T0)["ar_id"]
+    [job] = submit(runtime, limited("0:10:0"), ar_id=ar_id)
+    run_job(runtime, job, pilot(queue="other.q"))
+    assert ar.delete(runtime, USER1, [str(ar_id)], True, T0) == [f"user1 deleted advance reservation {ar_id}"]
+    assert jobs_service.job_status(runtime, MANAGER, [job])[0]["Status"] == "Killed"
+    assert usage(runtime) == {}
+    # Without jobs on pilots nothing is waited for, with or without -f.
+    waiting = ar.submit(runtime, USER1, spec(start=T0, queues=["other.q"]), T0)["ar_id"]
+    [queued] = submit(runtime, limited("0:10:0"), ar_id=waiting)
+    assert ar.delete(runtime, USER1, [str(waiting)], False, T0) == [f"user1 deleted advance reservation {waiting}"]
+    assert jobs_service.job_status(runtime, MANAGER, [queued])[0]["Status"] == "Killed"
+    assert usage(runtime) == {}
 
 
 def test_operators_delete_others_reservations(runtime):

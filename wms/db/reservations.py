@@ -86,6 +86,13 @@ def list_reservations(conn: Connection, states: Iterable[str] | None = None,
     return [dict(r) for r in conn.execute(stmt).mappings().all()]
 
 
+def deleted_holding(conn: Connection, key: str) -> list[dict[str, Any]]:
+    """Deleted reservations whose request still names ``key`` (a release time: qrdel without -f)."""
+    stmt = (select(reservations).where(reservations.c.state == "d", reservations.c.request.like(f'%"{key}"%'))
+            .order_by(reservations.c.ar_id))
+    return [dict(r) for r in conn.execute(stmt).mappings().all()]
+
+
 def bookings_of(conn: Connection, ar_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
     ids = sorted(set(ar_ids))
     out: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
