@@ -98,6 +98,15 @@ def test_jobs_ask_for_the_reservation(server, tmp_path):
     [job_id] = server.ok("submit", str(jdl), "-ar", "1", token=t["user2"]).split()
     too_long = server("submit", str(jdl), "-ar", "1", "-l", "h_rt=2:0:0", token=t["user1"])
     assert too_long.returncode == 1 and "longer than the reservation's duration" in too_long.stderr
+    # specs/003 5.1.3.6 (qstat -j): the job shows the reservation it asked for.
+    [status] = server.json("status", job_id, token=t["user2"])
+    assert status["AR"] == 1
+    table = server.ok("status", job_id, token=t["user2"]).splitlines()
+    assert table[0].split()[-1] == "AR" and table[2].split()[-1] == "1"
+    other = tmp_path / "plain.jdl"
+    other.write_text('[ Executable = "/bin/true"; CPUTime = 300; ]')
+    [plain] = server.ok("submit", str(other), token=t["user2"]).split()
+    assert {j["JobID"]: j["AR"] for j in server.json("jobs", token=t["user2"])} == {int(job_id): 1, int(plain): None}
     why = server.json("why", job_id, token=t["user2"])
     assert why["Status"] == "Waiting"
     queues = {q["Name"]: q for q in server.json("queues", token=t["user1"])}

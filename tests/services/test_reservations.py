@@ -274,6 +274,7 @@ def test_lifecycle_and_jobs_inside(runtime):
     # Waiting: the job is not matched before the start.
     result = matcher.request_job(runtime, pilot(queue="other.q"), T0)
     assert result.job is None and f"advance reservation {ar_id} is not running (state w" in result.reason
+    assert jobs_service.job_status(runtime, USER2, [job])[0]["AR"] == ar_id
     assert ar.manage(runtime, start)["started"] == [ar_id]
     assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 1.0}
     # Not on another queue; on its own, debited from the reservation.

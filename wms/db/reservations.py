@@ -176,6 +176,16 @@ def jobs_of_reservation(conn: Connection, ar_id: int, statuses: Iterable[str] | 
     return [dict(r) for r in conn.execute(stmt).mappings().all()]
 
 
+def reservations_of_task_queues(conn: Connection, tq_ids: Sequence[int]) -> dict[int, int]:
+    """The advance reservation of each task queue that has one."""
+    out: dict[int, int] = {}
+    for chunk in chunked(sorted(set(tq_ids))):
+        stmt = (select(task_queues.c.tq_id, task_queues.c.reservation_id)
+                .where(task_queues.c.tq_id.in_(chunk), task_queues.c.reservation_id.is_not(None)))
+        out.update({int(t): int(r) for t, r in conn.execute(stmt).all()})
+    return out
+
+
 def finished_jobs(conn: Connection, owner: str | None = None, limit: int = 10000) -> list[dict[str, Any]]:
     """Accounting records: finished jobs with the reservation they ran in, newest first."""
     final = [JobStatus.DONE.value, JobStatus.FAILED.value, JobStatus.KILLED.value]
