@@ -84,8 +84,25 @@ def test_qrstat_overview_detail_and_xml(server):
     assert "acl_list:                   user1,user2" in detail
     assert f"slots:                      {OTHERQ}=1" in detail
     assert "duration:                   1:0:0" in detail
-    root = ElementTree.fromstring(command(server, "qrstat", "-xml", token=t["user1"]).stdout)
-    assert [s.findtext("ar_id") for s in root.findall("ar_summary")] == ["1"]
+    summary_xml = command(server, "qrstat", "-xml", token=t["user1"]).stdout
+    valid(summary_xml)
+    [summary] = ElementTree.fromstring(summary_xml).findall("ar_summary")
+    assert [child.tag for child in summary] == ["id", "name", "owner", "state", "start_time", "end_time", "duration"]
+    assert (summary.findtext("id"), summary.findtext("name"), summary.findtext("duration")) == ("1", "project_xy",
+                                                                                               "01:00:00")
+    detail_xml = command(server, "qrstat", "-ar", "1", "-xml", token=t["user1"])
+    assert detail_xml.returncode == 0
+    valid(detail_xml.stdout)
+    [detailed] = ElementTree.fromstring(detail_xml.stdout).findall("ar_summary")
+    assert [a.get("user") for a in detailed.find("acl_list")] == ["user1", "user2"]
+    assert [(g.get("queue_instance"), g.get("slots")) for g in detailed.find("granted_slots_list")] == [(OTHERQ, "1")]
+    assert detailed.findtext("group") == "lhcb_user" and detailed.findtext("account") == "sge"
+    unknown = command(server, "qrstat", "-xml", "-ar", "1,77", token=t["user1"])
+    assert unknown.returncode == 1
+    valid(unknown.stdout)
+    root = ElementTree.fromstring(unknown.stdout)
+    assert [s.findtext("id") for s in root.findall("ar_summary")] == ["1"]
+    assert [s.findtext("id") for s in root.findall("ar_unknown")] == ["77"]
     missing = command(server, "qrstat", "-ar", "77", token=t["user1"])
     assert missing.returncode == 1 and "advance reservation 77 does not exist" in missing.stderr
     assert command(server, "qrstat", "-u", "user2", token=t["user1"]).stdout == ""
@@ -143,7 +160,7 @@ def test_max_advance_reservations_exits_25(server):
 
 
 ERROR_ROW = {
-    "ar_id": 193, "name": "", "owner": "user1", "state": "E", "start": "2030-12-18T10:00:00+00:00",
+    "ar_id": 193, "name": "", "owner": "user1", "group": "lhcb_user", "state": "E", "start": "2030-12-18T10:00:00+00:00",
     "end": "2030-12-19T10:00:10+00:00", "duration": "24:0:10", "submission_time": "2030-11-27T17:11:34+00:00",
     "account": "sge", "acl": ["user1", "user2"], "resources": {"myapp": "1"}, "queues": [], "pe": "mpi",
     "pe_range": [3, 3], "ckpt": None,
@@ -151,6 +168,19 @@ ERROR_ROW = {
     "slots": "host1=2,host2=1", "complex_values": "host1=myapp=2,host2=myapp=1", "mail_options": "a",
     "mail_list": "", "hard_error": False, "message": f"queue {ALLQ} is disabled",
 }
+
+
+def valid(document: str) -> None:
+    """qrstat -xml against the schema its root names (wms/cli/schemas/qrstat.xsd)."""
+    from lxml import etree
+
+    from wms.cli.reservations import SCHEMA
+
+    root = etree.fromstring(document.encode())
+    location = root.get("{http://www.w3.org/2001/XMLSchema-instance}noNamespaceSchemaLocation")
+    assert location == SCHEMA.as_uri()
+    schema = etree.XMLSchema(etree.parse(str(SCHEMA)))
+    assert schema.validate(root), schema.error_log
 
 
 def test_detail_format_follows_the_spec_example():
@@ -165,10 +195,34 @@ def test_detail_format_follows_the_spec_example():
     assert "complex_values:             host1=myapp=2,host2=myapp=1" in lines
     assert f"message:                    queue {ALLQ} is disabled" in lines
     assert "error_handling:             soft" in lines
-    root = ElementTree.fromstring(to_xml([ERROR_ROW], detail=True))
-    summary = root.find("ar_summary")
+    document = to_xml([ERROR_ROW], detail=True)
+    valid(document)
+    summary = ElementTree.fromstring(document).find("ar_summary")
+    # Grid Engine's qrstat -ar -xml: its element names, in its order.
+    assert [child.tag for child in summary] == [
+        "id", "name", "owner", "state", "start_time", "end_time", "duration", "message", "submission_time",
+        "group", "account", "resource_list", "granted_slots_list", "granted_parallel_environment", "mail_options",
+        "acl_list"]
     assert summary.findtext("state") == "E" and summary.findtext("message") == f"queue {ALLQ} is disabled"
-    assert [g.get("slots") for g in summary.find("granted_slots_list")] == ["2", "1"]
+    assert summary.findtext("duration") == "24:00:10"
+    assert [(g.get("queue_instance"), g.get("slots")) for g in summary.find("granted_slots_list")] == [
+        (f"{ALLQ}@host1", "2"), (f"{ALLQ}@host2", "1")]
+    assert [(r.get("name"), r.get("type")) for r in summary.find("resource_list")] == [("myapp", "1")]
+    pe = summary.find("granted_parallel_environment")
+    assert (pe.findtext("parallel_environment"), pe.findtext("slots")) == ("mpi", "3-3")
+    hard = dict(ERROR_ROW, hard_error=True, ckpt="blcr", mail_list="u1@example.org,boss", name="project_xy")
+    document = to_xml([hard], detail=True)
+    valid(document)
+    summary = ElementTree.fromstring(document).find("ar_summary")
+    assert summary.findtext("error_handling") == "true" and summary.findtext("checkpoint_name") == "blcr"
+    assert [(m.get("user"), m.get("host")) for m in summary.find("mail_list")] == [
+        ("u1", "example.org"), ("boss", "NONE")]
+    # The summary without -ar: the reasons of an error state only with -explain.
+    plain = ElementTree.fromstring(to_xml([ERROR_ROW], detail=False)).find("ar_summary")
+    assert plain.find("message") is None
+    explained = to_xml([ERROR_ROW], detail=False, explain=True)
+    valid(explained)
+    assert ElementTree.fromstring(explained).find("ar_summary").findtext("message") == f"queue {ALLQ} is disabled"
 
 
 def test_every_qrsub_switch_reaches_the_reservation(server):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Callable, Sequence
 from xml.etree import ElementTree
 
@@ -22,6 +23,7 @@ from wms.core.reservations.timespec import parse_date_time
 
 EXIT_MAX_RESERVATIONS = 25
 HTTP_TOO_MANY = 429
+HTTP_NOT_FOUND = 404
 
 
 class Parser(argparse.ArgumentParser):
@@ -159,24 +161,80 @@ def detail_lines(ar: dict[str, Any], explain: bool) -> list[str]:
     return ["=" * 62] + [f"{name + ':':<{DETAIL_WIDTH}}{value}" for name, value in fields]
 
 
-def to_xml(rows: list[dict[str, Any]], detail: bool) -> str:
-    root = ElementTree.Element("qrstat", {"xmlns:xsd": "http://www.w3.org/2001/XMLSchema"})
+SCHEMA = Path(__file__).with_name("schemas") / "qrstat.xsd"
+
+
+def _xml_time(iso: str) -> str:
+    """Grid Engine's XML times: local, ``2006-12-18T10:00:00``."""
+    return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _xml_duration(text: str) -> str:
+    """``24:0:10`` -> ``24:00:10`` (qrstat -xml pads minutes and seconds)."""
+    hours, minutes, seconds = (int(part) for part in text.split(":"))
+    return f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+
+
+def to_xml(rows: list[dict[str, Any]], detail: bool, explain: bool = False, unknown: Sequence[str] = ()) -> str:
+    """qrstat -xml: Grid Engine's elements in its order (wms/cli/schemas/qrstat.xsd describes them)."""
+    root = ElementTree.Element("qrstat", {
+        "xmlns:xsd": "http://www.w3.org/2001/XMLSchema",
+        "xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance",
+        "xsi:noNamespaceSchemaLocation": SCHEMA.as_uri(),
+    })
+
+    def text(parent: ElementTree.Element, name: str, value: Any) -> None:
+        ElementTree.SubElement(parent, name).text = "" if value is None else str(value)
+
     for ar in rows:
         node = ElementTree.SubElement(root, "ar_summary")
-        keys = (["ar_id", "name", "owner", "state", "start", "end", "duration"] if not detail else
-                ["ar_id", "name", "owner", "state", "submission_time", "start", "end", "duration", "account",
-                 "slots", "complex_values", "mail_options", "mail_list", "message"])
-        for key in keys:
-            ElementTree.SubElement(node, key).text = str(ar[key] if ar[key] is not None else "")
-        if detail:
-            acl = ElementTree.SubElement(node, "acl_list")
-            for user in ar["acl"]:
-                ElementTree.SubElement(acl, "user").text = user
+        text(node, "id", ar["ar_id"])
+        text(node, "name", ar["name"])
+        text(node, "owner", ar["owner"])
+        text(node, "state", ar["state"])
+        text(node, "start_time", _xml_time(ar["start"]))
+        text(node, "end_time", _xml_time(ar["end"]))
+        text(node, "duration", _xml_duration(ar["duration"]))
+        if explain or detail:
+            for reason in filter(None, (ar["message"] or "").split("; ")):
+                text(node, "message", reason)
+        if not detail:
+            continue
+        text(node, "submission_time", _xml_time(ar["submission_time"]))
+        text(node, "group", ar.get("group", ""))
+        text(node, "account", ar["account"])
+        if ar["resources"]:
+            resources = ElementTree.SubElement(node, "resource_list")
+            for name, value in ar["resources"].items():
+                ElementTree.SubElement(resources, "resource", {"name": name, "type": str(value)})
+        if ar["hard_error"]:
+            text(node, "error_handling", "true")
+        if ar["granted"]:
             granted = ElementTree.SubElement(node, "granted_slots_list")
             for g in ar["granted"]:
-                ElementTree.SubElement(granted, "granted_slot", {
-                    "queue": g["queue"], "host": g["host"] or "", "slots": str(g["slots"])})
-    ElementTree.indent(root)
+                instance = f"{g['queue']}@{g['host']}" if g["host"] else g["queue"]
+                ElementTree.SubElement(granted, "granted_slots",
+                                       {"queue_instance": instance, "slots": str(g["slots"])})
+        if ar["pe"]:
+            pe = ElementTree.SubElement(node, "granted_parallel_environment")
+            text(pe, "parallel_environment", ar["pe"])
+            text(pe, "slots", f"{ar['pe_range'][0]}-{ar['pe_range'][1]}")
+        if ar["ckpt"]:
+            text(node, "checkpoint_name", ar["ckpt"])
+        if ar["mail_options"] and ar["mail_options"] != "n":
+            text(node, "mail_options", ar["mail_options"])
+        if ar["mail_list"]:
+            mails = ElementTree.SubElement(node, "mail_list")
+            for address in ar["mail_list"].split(","):
+                user, _, host = address.partition("@")
+                ElementTree.SubElement(mails, "mail", {"user": user, "host": host or "NONE"})
+        if ar["acl"]:
+            acl = ElementTree.SubElement(node, "acl_list")
+            for user in ar["acl"]:
+                ElementTree.SubElement(acl, "acl", {"user": user})
+    for selector in unknown:
+        text(ElementTree.SubElement(root, "ar_unknown"), "id", selector)
+    ElementTree.indent(root, space="   ")
     return "<?xml version='1.0'?>\n" + ElementTree.tostring(root, encoding="unicode")
 
 
@@ -194,9 +252,23 @@ def qrstat(argv: Sequence[str] | None = None) -> int:
         args = qrstat_parser().parse_args(argv)
         selectors = comma_list(args.ar)
         users = comma_list(args.u)
+        if args.xml and selectors:
+            # Like Grid Engine: the ids that do not exist are listed as ar_unknown (exit 1).
+            rows, unknown = [], []
+            for selector in selectors:
+                try:
+                    found = Client().get("/reservations", ar=[selector], user=users or None)
+                except ClientError as exc:
+                    if exc.status != HTTP_NOT_FOUND:
+                        raise
+                    unknown.append(selector)
+                    continue
+                rows.extend(r for r in found if r["ar_id"] not in {seen["ar_id"] for seen in rows})
+            print(to_xml(rows, True, args.explain, unknown))
+            return 1 if unknown else 0
         rows = Client().get("/reservations", ar=selectors or None, user=users or None)
         if args.xml:
-            print(to_xml(rows, bool(selectors)))
+            print(to_xml(rows, False, args.explain))
             return 0
         if selectors:
             for ar in rows:

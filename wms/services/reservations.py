@@ -234,7 +234,8 @@ def _view(row: dict[str, Any], bookings: list[dict[str, Any]], runtime: Runtime)
         amount = cx_rules.format_value(cx, b["amount"]) if cx is not None else str(b["amount"])
         values.append(f"{where}={b['resource']}={amount}")
     return {
-        "ar_id": row["ar_id"], "name": row["name"], "owner": row["owner"], "state": row["state"],
+        "ar_id": row["ar_id"], "name": row["name"], "owner": row["owner"], "group": row["owner_group"],
+        "state": row["state"],
         "start": row["start_time"].isoformat(), "end": row["end_time"].isoformat(),
         "duration": format_duration(duration), "submission_time": row["submission_time"].isoformat(),
         "account": row["account"], "acl": json.loads(row["acl"]), "resources": request.get("resources", {}),
