@@ -15,7 +15,9 @@ from tests.reservations_config import (
 )
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.match.context import PilotRequest
+from wms.core.reservations.ids import MAX_AR_ID
 from wms.db import matching as match_db
+from wms.db import reservations as ar_db
 from wms.services import accounting as accounting_service
 from wms.services import diagnosis
 from wms.services import jobs as jobs_service
@@ -150,6 +152,14 @@ def test_concurrent_grants_never_overbook(runtime):
     assert all(isinstance(e, ar.ReservationDenied) for e in errors) and len(errors) == 4
     rows = ar.show(runtime, USER1)
     assert sum(g["slots"] for r in rows for g in r["granted"]) == 4
+    assert sorted(r["ar_id"] for r in results) == [1, 2, 3, 4]
+
+
+def test_concurrent_grants_in_different_queues_get_different_ids(runtime):
+    # No scope lock in common: only the id is handed out one grant at a time.
+    results, errors = run_concurrently(
+        lambda i: ar.submit(runtime, USER1, spec(queues=["all.q" if i % 2 else "other.q"]), T0)["ar_id"], 4)
+    assert errors == [] and sorted(results) == [1, 2, 3, 4]
 
 
 def test_bad_switches_are_refused_whole(runtime):
@@ -246,6 +256,22 @@ def test_qrdel_f_releases_at_once(runtime):
 def test_operators_delete_others_reservations(runtime):
     ar_id = ar.submit(runtime, USER1, spec(), T0)["ar_id"]
     assert ar.delete(runtime, OPERATOR, [str(ar_id)], True, T0) == [f"oper deleted advance reservation {ar_id}"]
+
+
+def test_reservation_ids_wrap_around_to_the_next_unused_one(runtime):
+    """qrsub(1): ids go up to 9999999, then the next id not in use, starting with 1."""
+    def grant(hour):
+        return ar.submit(runtime, USER1, spec(start=T0 + hour * HOUR, queues=["other.q"]), T0)["ar_id"]
+
+    assert [grant(1), grant(2)] == [1, 2]
+    ar.delete(runtime, USER1, ["1"], True, T0)
+    with runtime.engine.begin() as conn:
+        ar_db.store_last_ar_id(conn, MAX_AR_ID - 1, T0, "test")
+    assert grant(3) == MAX_AR_ID
+    # 1 is free again (deleted), 2 still waits: the next ones are 1, then 3.
+    assert [grant(4), grant(5)] == [1, 3]
+    assert [(r["ar_id"], r["start"]) for r in ar.show(runtime, USER1, ["1"])] == [(1, (T0 + 4 * HOUR).isoformat())]
+    assert sorted(r["ar_id"] for r in ar.show(runtime, USER1)) == [1, 2, 3, MAX_AR_ID]
 
 
 # ---------------------------------------------------------------- qralter

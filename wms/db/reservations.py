@@ -16,7 +16,7 @@ from wms.core.states import JobStatus
 from wms.db.engine import insert_ignoring_duplicates
 from wms.db.jobs import chunked
 from wms.db.schema import (
-    job_debits, jobs, reservation_bookings, reservation_locks, reservations, resource_usage, task_queues,
+    cluster_objects, job_debits, jobs, reservation_bookings, reservation_locks, reservations, resource_usage, task_queues,
 )
 
 # Jobs that hold resources now (their debits are in resource_usage).
@@ -39,6 +39,44 @@ def lock_scopes(conn: Connection, scopes: Iterable[str]) -> None:
         stmt = (select(reservation_locks.c.scope).where(reservation_locks.c.scope.in_(chunk))
                 .order_by(reservation_locks.c.scope).with_for_update())
         conn.execute(stmt).all()
+
+
+# The last id qrsub handed out, kept as a cluster object so the sequence
+# survives the wraparound (the highest id in the table no longer tells).
+SEQUENCE_KIND = "ar_sequence"
+
+
+def last_ar_id(conn: Connection) -> int:
+    text = conn.execute(select(cluster_objects.c.text).where(cluster_objects.c.kind == SEQUENCE_KIND)).scalar()
+    if text is not None:
+        return int(text)
+    return int(conn.execute(select(func.max(reservations.c.ar_id))).scalar() or 0)
+
+
+def store_last_ar_id(conn: Connection, ar_id: int, now: datetime, user: str) -> None:
+    inserted = insert_ignoring_duplicates(conn, cluster_objects, [
+        {"kind": SEQUENCE_KIND, "text": str(ar_id), "version": 1, "updated": now, "updated_by": user}], ["kind"])
+    if not inserted:
+        conn.execute(update(cluster_objects).where(cluster_objects.c.kind == SEQUENCE_KIND)
+                     .values(text=str(ar_id), version=cluster_objects.c.version + 1, updated=now, updated_by=user))
+
+
+def ids_in_use(conn: Connection, states: Iterable[str], holding_key: str) -> set[int]:
+    """Ids of reservations in ``states`` and of deleted ones still holding their resources."""
+    stmt = select(reservations.c.ar_id).where(
+        reservations.c.state.in_(list(states))
+        | ((reservations.c.state == "d") & reservations.c.request.like(f'%"{holding_key}"%')))
+    return {int(i) for i in conn.execute(stmt).scalars().all()}
+
+
+def drop_finished(conn: Connection, ar_id: int, final_states: Iterable[str]) -> None:
+    """Forget a finished reservation whose id is handed out again (its bookings with it)."""
+    finished = select(reservations.c.ar_id).where(reservations.c.ar_id == ar_id,
+                                                  reservations.c.state.in_(list(final_states)))
+    if conn.execute(finished).first() is None:
+        return
+    conn.execute(delete(reservation_bookings).where(reservation_bookings.c.ar_id == ar_id))
+    conn.execute(delete(reservations).where(reservations.c.ar_id == ar_id))
 
 
 def insert_reservation(conn: Connection, row: dict[str, Any]) -> int:

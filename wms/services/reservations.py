@@ -36,6 +36,7 @@ from wms.core.patterns import match_pattern
 from wms.core.quantities import format_time, parse_time
 from wms.core.reservations import access
 from wms.core.reservations.calendar import Calendar, Use
+from wms.core.reservations.ids import next_id
 from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, booked_scopes, decide
 from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_state
 from wms.core.reservations.switches import (
@@ -55,6 +56,7 @@ from wms.services.runtime import Runtime
 
 SOURCE = "ReservationManager"
 MAX_LOCK = "max_advance_reservations"
+ID_LOCK = "ar_id"   # taken alone, after the scope locks: always the last lock a grant takes
 
 
 class ReservationDenied(WmsError):
@@ -188,7 +190,13 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
         decision = decide(runtime.complexes, request, cands, calendar, usersets, unlimited_queues, unlimited_hosts)
         if not decision.granted or spec.verify:
             return decision, None
-        ar_id = ar_db.insert_reservation(conn, {
+        # The id: taken last, after every scope lock, so grants never deadlock on it.
+        ar_db.lock_scopes(conn, [ID_LOCK])
+        ar_id = next_id(ar_db.last_ar_id(conn), ar_db.ids_in_use(conn, [s.value for s in ACTIVE], RELEASE_AT))
+        ar_db.drop_finished(conn, ar_id, [s.value for s in FINAL])
+        ar_db.store_last_ar_id(conn, ar_id, now, identity.user)
+        ar_db.insert_reservation(conn, {
+            "ar_id": ar_id,
             "name": spec.name or "", "owner": identity.user, "owner_group": identity.group, "vo": identity.vo,
             "account": spec.account or DEFAULT_ACCOUNT, "state": ARState.WAITING.value,
             "submission_time": now, "start_time": request.window.start, "end_time": request.window.end,
