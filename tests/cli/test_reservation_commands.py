@@ -253,3 +253,71 @@ def test_every_qrsub_switch_reaches_the_reservation(server):
     assert command(server, "qrdel", "switches", alloc.stdout.split()[3], token=t["admin"]).returncode == 0
     helped = command(server, "qrsub", "-help", token=t["admin"])
     assert helped.returncode == 0 and "-alloc" in helped.stdout
+
+
+def local(*fields: int) -> str:
+    """A moment of this machine's zone, as the API sends it."""
+    return datetime(*fields).astimezone().isoformat()
+
+
+SPEC_ROWS = [
+    {**ERROR_ROW, "ar_id": 192, "name": "project_xy", "owner": "user1", "state": "r", "message": "",
+     "start": local(2006, 12, 14, 14, 47, 23), "end": local(2006, 12, 14, 14, 57, 33), "duration": "0:10:10"},
+    {**ERROR_ROW, "ar_id": 193, "name": "", "owner": "user2", "state": "w", "message": "",
+     "start": local(2006, 12, 18, 10, 0, 0), "end": local(2006, 12, 19, 10, 0, 10), "duration": "24:0:10"},
+]
+
+
+def test_qrstat_prints_the_spec_example():
+    from wms.cli.reservations import overview_lines
+
+    assert overview_lines(SPEC_ROWS, explain=False) == [
+        "AR-ID   name       user         state start at            end at              duration",
+        "---------------------------------------------------------------------------------------",
+        "    192 project_xy user1        r     12/14/2006 14:47:23 12/14/2006 14:57:33 0:10:10",
+        "    193            user2        w     12/18/2006 10:00:00 12/19/2006 10:00:10 24:0:10",
+    ]
+    # -explain: the reasons of an error state, one line each.
+    broken = dict(SPEC_ROWS[1], state="W", message=f"queue {ALLQ} is disabled; host host2 is no longer configured")
+    assert overview_lines([broken], explain=True)[3:] == [f"       queue {ALLQ} is disabled",
+                                                          "       host host2 is no longer configured"]
+    assert len(overview_lines([broken], explain=False)) == 3
+
+
+def test_qrstat_ar_prints_the_spec_example():
+    from wms.cli.reservations import detail_lines
+
+    row = dict(SPEC_ROWS[1], owner="user1", submission_time=local(2006, 11, 27, 17, 11, 34), message="")
+    assert detail_lines(row, explain=False)[:11] == [
+        "==============================================================",
+        "ar_number:                  193",
+        "submission_time:            Mon Nov 27 17:11:34 2006",
+        "owner:                      user1",
+        "acl_list:                   user1,user2",
+        "start:                      Mon Dec 18 10:00:00 2006",
+        "end:                        Tue Dec 19 10:00:10 2006",
+        "duration:                   24:0:10",
+        "slots:                      host1=2,host2=1",
+        "complex_values:             host1=myapp=2,host2=myapp=1",
+        "ar_name:                    ",
+    ]
+
+
+def test_the_spec_qrsub_examples(server):
+    """Reserve a slot in queue all.q on host1 or host2 or host3, in the spec's two spellings."""
+    t = server.issued
+    start = (datetime.now() + timedelta(days=1)).replace(hour=22, minute=0).strftime("%m%d%H%M")   # MMDDhhmm
+    by_host = command(server, "qrsub", "-q", "all.q", "-l", "h=host1|host2|host3", "-u", "user1", "-a", start,
+                      "-d", "1:0:0", token=t["user1"])
+    by_instance = command(server, "qrsub", "-q", "*@host1,*@host2,*@host3", "-u", "user1", "-a", start,
+                          "-d", "1:0:0", token=t["user1"])
+    assert by_host.returncode == 0 and by_instance.returncode == 0, by_host.stderr + by_instance.stderr
+    ids = [by_host.stdout.split()[3], by_instance.stdout.split()[3]]
+    slots = [line for ar_id in ids for line in command(server, "qrstat", "-ar", ar_id, token=t["user1"]).stdout
+             .splitlines() if line.startswith("slots:")]
+    assert sorted(slots) == ["slots:                      host1=1", "slots:                      host2=1"]
+    # Both hosts (one slot each) are booked for that hour now.
+    full = command(server, "qrsub", "-q", "all.q", "-l", "h=host1|host2|host3", "-a", start, "-d", "1:0:0",
+                   token=t["user1"])
+    assert full.returncode == 1 and full.stderr.startswith("denied: ")
+    assert command(server, "qrdel", "-f", *ids, token=t["user1"]).returncode == 0

@@ -141,17 +141,29 @@ def _local(iso: str, style: str) -> str:
     return moment.strftime("%m/%d/%Y %H:%M:%S" if style == "short" else "%a %b %d %H:%M:%S %Y")
 
 
+def overview_lines(rows: list[dict[str, Any]], explain: bool) -> list[str]:
+    """qrstat without -ar: the spec's table; with -explain one line per error reason under its reservation."""
+    lines = [HEADER, "-" * RULE]
+    for ar in rows:
+        lines.append(OVERVIEW.format(ar["ar_id"], ar["name"], ar["owner"], ar["state"], _local(ar["start"], "short"),
+                                     _local(ar["end"], "short"), ar["duration"]).rstrip())
+        if explain and ar["message"]:
+            lines.extend(f"       {reason}" for reason in ar["message"].split("; "))
+    return lines
+
+
 def detail_lines(ar: dict[str, Any], explain: bool) -> list[str]:
+    # The spec's example first (ar_number ... ar_name), then the rest of the request.
     fields = [
-        ("ar_number", ar["ar_id"]), ("ar_name", ar["name"]), ("owner", ar["owner"]), ("state", ar["state"]),
-        ("submission_time", _local(ar["submission_time"], "long")), ("start", _local(ar["start"], "long")),
-        ("end", _local(ar["end"], "long")), ("duration", ar["duration"]), ("account", ar["account"]),
-        ("acl_list", ",".join(ar["acl"])),
+        ("ar_number", ar["ar_id"]), ("submission_time", _local(ar["submission_time"], "long")),
+        ("owner", ar["owner"]), ("acl_list", ",".join(ar["acl"])), ("start", _local(ar["start"], "long")),
+        ("end", _local(ar["end"], "long")), ("duration", ar["duration"]), ("slots", ar["slots"]),
+        ("complex_values", ar["complex_values"]), ("ar_name", ar["name"]), ("state", ar["state"]),
+        ("account", ar["account"]),
         ("resource_list", ",".join(f"{k}={v}" for k, v in ar["resources"].items()) or "NONE"),
         ("queue_list", ",".join(ar["queues"]) or "NONE"),
         ("granted_queues", ",".join(f"{g['queue']}@{g['host']}={g['slots']}" if g["host"]
                                     else f"{g['queue']}={g['slots']}" for g in ar["granted"])),
-        ("slots", ar["slots"]), ("complex_values", ar["complex_values"]),
         ("pe", f"{ar['pe']} {ar['pe_range'][0]}-{ar['pe_range'][1]}" if ar["pe"] else "NONE"),
         ("checkpoint_name", ar["ckpt"] or "NONE"), ("mail_options", ar["mail_options"]),
         ("mail_list", ar["mail_list"] or "NONE"), ("error_handling", "hard" if ar["hard_error"] else "soft"),
@@ -274,16 +286,8 @@ def qrstat(argv: Sequence[str] | None = None) -> int:
             for ar in rows:
                 print("\n".join(detail_lines(ar, args.explain)))
             return 0
-        if not rows:
-            return 0
-        print(HEADER)
-        print("-" * RULE)
-        for ar in rows:
-            print(OVERVIEW.format(ar["ar_id"], ar["name"], ar["owner"], ar["state"], _local(ar["start"], "short"),
-                                  _local(ar["end"], "short"), ar["duration"]).rstrip())
-            if args.explain and ar["message"]:
-                for reason in ar["message"].split("; "):
-                    print(f"       {reason}")
+        if rows:
+            print("\n".join(overview_lines(rows, args.explain)))
         return 0
 
     return run("qrstat", body)
