@@ -137,8 +137,11 @@ def test_qralter_and_qrdel(server):
     assert "renamed" in command(server, "qrstat", token=t["user1"]).stdout
     nothing = command(server, "qralter", "1", token=t["user1"])
     assert nothing.returncode == 2
-    others = command(server, "qrdel", "renamed", token=t["user2"])
+    others = command(server, "qrdel", "1", token=t["user2"])
     assert others.returncode == 1 and "not allowed to delete" in others.stderr
+    by_name = command(server, "qrdel", "renamed", token=t["user2"])      # names select the caller's own
+    assert by_name.returncode == 1 and "advance reservation renamed does not exist" in by_name.stderr
+    assert command(server, "qrdel", token=t["user1"]).returncode == 2
     deleted = command(server, "qrdel", "renamed", token=t["user1"])
     assert (deleted.returncode, deleted.stdout.strip()) == (0, "user1 deleted advance reservation 1")
     assert command(server, "qrstat", token=t["user1"]).stdout == ""
@@ -156,7 +159,10 @@ def test_max_advance_reservations_exits_25(server):
     assert statuses[-1].stderr.strip() == ("denied: the maximum number of advance reservations (4) is reached "
                                            "(max_advance_reservations)")
     ids = [s.stdout.split()[3] for s in statuses[:4]]
-    assert command(server, "qrdel", ",".join(ids), token=t["admin"]).returncode == 0
+    # qrdel -u: every reservation of these users.
+    deleted = command(server, "qrdel", "-f", "-u", "admin", token=t["admin"])
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.splitlines() == [f"admin deleted advance reservation {i}" for i in ids]
 
 
 ERROR_ROW = {

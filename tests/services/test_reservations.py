@@ -207,7 +207,9 @@ def test_qrdel_removes_jobs_then_the_reservation(runtime):
     [job] = submit(runtime, limited("0:10:0"), ar_id=ar_id)
     run_job(runtime, job, pilot(queue="other.q"))
     with pytest.raises(Forbidden, match="not allowed to delete"):
-        ar.delete(runtime, USER2, ["mine"], False, T0)
+        ar.delete(runtime, USER2, [str(ar_id)], False, T0)
+    with pytest.raises(NotFound, match="advance reservation mine does not exist"):
+        ar.delete(runtime, USER2, ["mine"], False, T0)       # a name selects the caller's own
     assert ar.delete(runtime, USER1, ["mine"], True, T0) == [f"user1 deleted advance reservation {ar_id}"]
     assert jobs_service.job_status(runtime, MANAGER, [job])[0]["Status"] == "Killed"
     assert usage(runtime) == {}
@@ -251,6 +253,29 @@ def test_qrdel_f_releases_at_once(runtime):
     assert ar.delete(runtime, USER1, [str(waiting)], False, T0) == [f"user1 deleted advance reservation {waiting}"]
     assert jobs_service.job_status(runtime, MANAGER, [queued])[0]["Status"] == "Killed"
     assert usage(runtime) == {}
+
+
+def test_qrdel_names_select_the_callers_own_and_u_selects_users(runtime):
+    """qrdel(1): "qrdel wc_ar_name" deletes only the caller's; -u wc_user_list those of other users."""
+    def grant(who, name, hour):
+        return ar.submit(runtime, who, spec(start=T0 + hour * HOUR, queues=["other.q"], name=name), T0)["ar_id"]
+
+    mine, admins = grant(USER1, "proj", 1), grant(MANAGER, "proj", 1)
+    assert ar.delete(runtime, USER1, ["proj"], True, T0) == [f"user1 deleted advance reservation {mine}"]
+    assert [r["ar_id"] for r in ar.show(runtime, USER1)] == [admins]
+    with pytest.raises(Forbidden, match="not allowed to delete"):
+        ar.delete(runtime, USER1, [], True, T0, users=["admin"])
+    first, second = grant(USER1, "proj2", 2), grant(USER1, "run7", 3)
+    assert ar.delete(runtime, USER1, ["pro*"], True, T0) == [f"user1 deleted advance reservation {first}"]
+    third = grant(USER1, "proj3", 4)
+    assert ar.delete(runtime, MANAGER, [], True, T0, users=["user1"]) == [
+        f"admin deleted advance reservation {second}", f"admin deleted advance reservation {third}"]
+    with pytest.raises(NotFound, match="no advance reservation of user1 exists"):
+        ar.delete(runtime, MANAGER, [], True, T0, users=["user1"])
+    assert ar.delete(runtime, MANAGER, ["proj"], True, T0, users=["*"]) == [
+        f"admin deleted advance reservation {admins}"]
+    with pytest.raises(InvalidInput, match="give advance reservation ids or names"):
+        ar.delete(runtime, USER1, [], True, T0)
 
 
 def test_operators_delete_others_reservations(runtime):

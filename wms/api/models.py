@@ -125,8 +125,9 @@ class ReservationRequest(BaseModel):
 class ReservationDelete(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    selectors: list[str] = Field(min_length=1, description="AR ids or names, in order")
+    selectors: list[str] = Field(default_factory=list, description="AR ids or names (wildcards), in order")
     force: bool = False
+    users: list[str] | None = Field(default=None, description="qrdel -u: only reservations of these users")
 
 
 class ReservationChange(BaseModel):

@@ -297,10 +297,16 @@ def qrstat(argv: Sequence[str] | None = None) -> int:
 def qrdel(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         p = _parser("qrdel", "Delete advance reservations (their jobs first).")
-        p.add_argument("-f", action="store_true", help="force: remove the jobs without waiting for their pilots")
-        p.add_argument("ar_list", nargs="+", help="AR ids or names, separated by commas or blanks")
+        p.add_argument("-f", action="store_true",
+                       help="force: release the resources at once, without waiting for the pilots to stop the jobs")
+        p.add_argument("-u", metavar="wc_user_list", action="append",
+                       help="only reservations of these users ($user, wildcards); alone: all of theirs")
+        p.add_argument("ar_list", nargs="*", help="AR ids or names (wildcards), separated by commas or blanks")
         args = p.parse_args(argv)
-        result = Client().post("/reservations/delete", {"selectors": comma_list(args.ar_list), "force": args.f})
+        if not args.ar_list and not args.u:
+            raise UsageError("give advance reservation ids or names (wc_ar_list), or -u wc_user_list")
+        result = Client().post("/reservations/delete", {"selectors": comma_list(args.ar_list), "force": args.f,
+                                                         "users": comma_list(args.u) or None})
         for line in result["messages"]:
             print(line)
         return 0

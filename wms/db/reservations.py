@@ -107,13 +107,6 @@ def get(conn: Connection, ar_id: int, *, lock: bool = False) -> dict[str, Any] |
     return dict(row) if row is not None else None
 
 
-def ids_by_name(conn: Connection, name: str, states: Iterable[str]) -> list[int]:
-    stmt = (select(reservations.c.ar_id)
-            .where(reservations.c.name == name, reservations.c.state.in_(list(states)))
-            .order_by(reservations.c.ar_id))
-    return [int(i) for i in conn.execute(stmt).scalars().all()]
-
-
 def list_reservations(conn: Connection, states: Iterable[str] | None = None,
                       ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
     stmt = select(reservations).order_by(reservations.c.ar_id)

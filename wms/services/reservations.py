@@ -289,16 +289,26 @@ def _selected(selector: str, row: dict[str, Any]) -> bool:
 
 
 # ---------------------------------------------------------------- qrdel
-def _resolve(conn: Connection, selector: str) -> list[int]:
+def _resolve(conn: Connection, selector: str, owners: list[str]) -> list[int]:
+    """An id names any reservation; a name (wildcards allowed) only those of ``owners`` (qrdel(1))."""
     if str(selector).isdigit():
         return [int(selector)]
-    found = ar_db.ids_by_name(conn, selector, [s.value for s in ACTIVE])
+    rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+    found = [r["ar_id"] for r in rows if r["name"] and match_pattern(selector, r["name"])
+             and any(match_pattern(o, r["owner"]) for o in owners)]
     if not found:
-        raise NotFound(f"advance reservation {selector} does not exist")
+        raise NotFound(f"advance reservation {selector} does not exist"
+                       + (f" (among those of {','.join(owners)})" if owners else ""))
     return found
 
 
-def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bool, now: datetime) -> list[str]:
+def _owned_by(conn: Connection, owners: list[str]) -> list[int]:
+    rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+    return [r["ar_id"] for r in rows if any(match_pattern(o, r["owner"]) for o in owners)]
+
+
+def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bool, now: datetime,
+           users: list[str] | None = None) -> list[str]:
     """qrdel: in the given order, remove each reservation's jobs, then the reservation.
 
     Only its owner, operators and managers may. Every job of the reservation
@@ -309,11 +319,23 @@ def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bo
     kill at its next heartbeat, so ``heartbeat_timeout`` seconds after the
     deletion the reservation_manager releases them. With ``force`` the pilots
     are not waited for: everything is released at once.
+
+    qrdel(1): a name selects only the caller's reservations, or with
+    ``users`` (-u, ``$user`` and wildcards) those of these users; ``users``
+    alone selects all their active reservations.
     """
+    owners = [identity.user if u == "$user" else u for u in users] if users else [identity.user]
+    if not selectors and not users:
+        raise InvalidInput("qrdel: give advance reservation ids or names, or -u users")
+    with reading(runtime.engine) as conn:
+        if selectors:
+            groups = [(selector, _resolve(conn, selector, owners)) for selector in selectors]
+        else:
+            groups = [(",".join(owners), _owned_by(conn, owners))]
+    if not selectors and not groups[0][1]:
+        raise NotFound(f"no advance reservation of {groups[0][0]} exists")
     messages = []
-    for selector in selectors:
-        with reading(runtime.engine) as conn:
-            ids = _resolve(conn, selector)
+    for _, ids in groups:
         for ar_id in ids:
             with reading(runtime.engine) as conn:
                 row = ar_db.get(conn, ar_id)
