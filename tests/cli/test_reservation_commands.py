@@ -235,7 +235,7 @@ def test_every_qrsub_switch_reaches_the_reservation(server):
     t = server.issued
     result = command(server, "qrsub", "-a", tomorrow(6), "-e", tomorrow(7), "-N", "switches", "-A", "physics",
                      "-l", "myapp=1", "-u", "user1", "-u", "@staff", "-q", "*.q", "-now", "y", "-ckpt", "blcr",
-                     "-pe", "mpi", "1-2", "-m", "bea", "-M", "u1@example.org,boss@example.org", "-he", "yes",
+                     "-pe", "mpi", "1-2", "-masterq", "other.q", "-m", "bea", "-M", "u1@example.org,boss@example.org", "-he", "yes",
                      token=t["admin"])
     assert result.returncode == 0, result.stderr
     ar_id = result.stdout.split()[3]
@@ -246,7 +246,7 @@ def test_every_qrsub_switch_reaches_the_reservation(server):
                  f"granted_queues:             {OTHERQ}=2", "pe:                         mpi 1-2",
                  "checkpoint_name:            blcr", "mail_options:               bea",
                  "mail_list:                  u1@example.org,boss@example.org", "error_handling:             hard",
-                 "duration:                   1:0:0"]:
+                 "duration:                   1:0:0", "master hard queue_list:     other.q"]:
         assert line in detail
     # -now: only INTERACTIVE queues (all.q is BATCH); -ckpt: only queues offering blcr.
     no_ckpt = command(server, "qrsub", "-d", "0:10:0", "-q", "all.q", "-ckpt", "blcr", token=t["admin"])
@@ -257,6 +257,8 @@ def test_every_qrsub_switch_reaches_the_reservation(server):
                     "-q", "other.q", token=t["admin"])
     assert alloc.returncode == 0, alloc.stderr
     assert command(server, "qrdel", "switches", alloc.stdout.split()[3], token=t["admin"]).returncode == 0
+    lone_masterq = command(server, "qrsub", "-d", "0:10:0", "-masterq", "all.q", token=t["admin"])
+    assert lone_masterq.returncode == 1 and "-masterq: only meaningful for a parallel reservation" in lone_masterq.stderr
     helped = command(server, "qrsub", "-help", token=t["admin"])
     assert helped.returncode == 0 and "-alloc" in helped.stdout
 

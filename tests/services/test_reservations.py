@@ -299,6 +299,20 @@ def test_reservation_ids_wrap_around_to_the_next_unused_one(runtime):
     assert sorted(r["ar_id"] for r in ar.show(runtime, USER1)) == [1, 2, 3, MAX_AR_ID]
 
 
+def test_masterq_puts_the_master_task_in_the_queues_named(runtime):
+    """qrsub(1) -masterq: with -pe, the queues that may hold the master task of the parallel jobs."""
+    largest_first = ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="3"), T0)
+    assert largest_first["granted"] == [{"queue": OTHERQ, "host": None, "slots": 3}]
+    master = ar.submit(runtime, USER1, spec(start=T0 + 5 * HOUR, pe="mpi", pe_slots="3", master_queues=["all.q"]),
+                       T0)
+    assert master["granted"] == [{"queue": ALLQ, "host": None, "slots": 2}, {"queue": OTHERQ, "host": None, "slots": 1}]
+    assert ar.show(runtime, USER1, [str(master["ar_id"])])[0]["masterq"] == ["all.q"]
+    with pytest.raises(ar.ReservationDenied, match="other.q: not in the -masterq list"):
+        ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="1", queues=["other.q"], master_queues=["all.q"]), T0)
+    with pytest.raises(InvalidInput, match="-masterq: only meaningful for a parallel reservation"):
+        ar.submit(runtime, USER1, spec(master_queues=["all.q"]), T0)
+
+
 # ---------------------------------------------------------------- qralter
 def test_qralter_changes_and_rechecks(runtime):
     first = ar.submit(runtime, USER1, spec(queues=["all.q"], pe="mpi", pe_slots="2"), T0)["ar_id"]

@@ -108,6 +108,7 @@ class ReservationRequest(BaseModel):
     pe: str | None = Field(None, description="-pe NAME")
     pe_slots: str | None = Field(None, description="-pe or -alloc slot range")
     allocation: str | None = Field(None, description="-alloc allocation rule")
+    master_queues: list[str] = Field(default_factory=list, description="-masterq, with -pe")
     ckpt: str | None = Field(None, description="-ckpt")
     mail_options: str = Field("n", description="-m")
     mail_list: list[str] = Field(default_factory=list, description="-M")

@@ -93,6 +93,8 @@ def qrsub_parser() -> Parser:
     p.add_argument("-pe", nargs=2, metavar=("pe_name", "slot_range"), help="parallel environment and slots")
     p.add_argument("-alloc", nargs=2, metavar=("allocation_rule", "slot_range"),
                    help="reserve a slot range spread by the rule ($fill_up, $round_robin, $pe_slots)")
+    p.add_argument("-masterq", metavar="wc_queue_list", action="append",
+                   help="with -pe: the queues that may hold the master task of the parallel jobs")
     p.add_argument("-ckpt", metavar="ckpt_name", help="only queues offering this checkpoint environment")
     p.add_argument("-m", metavar="b|e|a|n", default="n", help="mail at the beginning, end, on error; n: none")
     p.add_argument("-M", metavar="user[@host],...", action="append", help="mail these addresses")
@@ -111,7 +113,7 @@ def qrsub(argv: Sequence[str] | None = None) -> int:
         request: dict[str, Any] = {
             "start": date_time(args.a) if args.a else None, "end": date_time(args.e) if args.e else None,
             "duration": args.d, "name": args.N, "account": args.A, "resources": resources,
-            "users": comma_list(args.u), "queues": comma_list(args.q),
+            "users": comma_list(args.u), "queues": comma_list(args.q), "master_queues": comma_list(args.masterq),
             "interactive": yes_no("-now", args.now) if args.now is not None else False,
             "ckpt": args.ckpt, "mail_options": args.m, "mail_list": comma_list(args.M),
             "hard_error": yes_no("-he", args.he), "verify": args.w == "v",
@@ -162,6 +164,7 @@ def detail_lines(ar: dict[str, Any], explain: bool) -> list[str]:
         ("account", ar["account"]),
         ("resource_list", ",".join(f"{k}={v}" for k, v in ar["resources"].items()) or "NONE"),
         ("queue_list", ",".join(ar["queues"]) or "NONE"),
+        ("master hard queue_list", ",".join(ar.get("masterq") or []) or "NONE"),
         ("granted_queues", ",".join(f"{g['queue']}@{g['host']}={g['slots']}" if g["host"]
                                     else f"{g['queue']}={g['slots']}" for g in ar["granted"])),
         ("pe", f"{ar['pe']} {ar['pe_range'][0]}-{ar['pe_range'][1]}" if ar["pe"] else "NONE"),

@@ -247,7 +247,7 @@ def _view(row: dict[str, Any], bookings: list[dict[str, Any]], runtime: Runtime)
         "start": row["start_time"].isoformat(), "end": row["end_time"].isoformat(),
         "duration": format_duration(duration), "submission_time": row["submission_time"].isoformat(),
         "account": row["account"], "acl": json.loads(row["acl"]), "resources": request.get("resources", {}),
-        "queues": request.get("queues", []), "pe": request.get("pe"), "pe_range": request.get("pe_range"),
+        "queues": request.get("queues", []), "masterq": request.get("masterq", []), "pe": request.get("pe"), "pe_range": request.get("pe_range"),
         "ckpt": request.get("ckpt"), "granted": granted, "slots": slots, "complex_values": ",".join(values),
         "mail_options": row["mail_options"], "mail_list": row["mail_list"],
         "hard_error": bool(row["hard_error"]), "message": row["message"],
