@@ -30,8 +30,8 @@ def server(tmp_path_factory):
         yield handle
 
 
-def command(server, name: str, *args: str, token: str) -> subprocess.CompletedProcess:
-    env = {**server.env, "WMS_TOKEN": token}
+def command(server, name: str, *args: str, token: str, **env_vars: str) -> subprocess.CompletedProcess:
+    env = {**server.env, "WMS_TOKEN": token, **env_vars}
     return subprocess.run([str(BIN / name), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -329,3 +329,29 @@ def test_the_spec_qrsub_examples(server):
                    token=t["user1"])
     assert full.returncode == 1 and full.stderr.startswith("denied: ")
     assert command(server, "qrdel", "-f", *ids, token=t["user1"]).returncode == 0
+
+
+def test_qrsub_reads_the_default_request_files(server, tmp_path):
+    """qrsub(1): the cluster's default request file, then the user's $HOME/.sge_ar_request, then the command line."""
+    t = server.issued
+    cluster_file = tmp_path / "sge_ar_request"
+    cluster_file.write_text("# cluster defaults\n-A cluster_account -q other.q\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".sge_ar_request").write_text("-N from_defaults -m e\n")
+    env = {"HOME": str(home), "WMS_AR_REQUEST": str(cluster_file)}
+    first = command(server, "qrsub", "-a", tomorrow(3), "-d", "0:10:0", token=t["admin"], **env)
+    second = command(server, "qrsub", "-a", tomorrow(3), "-d", "0:10:0", "-N", "from_command_line", token=t["admin"],
+                     **env)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    ids = [first.stdout.split()[3], second.stdout.split()[3]]
+    details = [command(server, "qrstat", "-ar", i, token=t["admin"]).stdout.splitlines() for i in ids]
+    assert "ar_name:                    from_defaults" in details[0]
+    assert "ar_name:                    from_command_line" in details[1]
+    for detail in details:
+        assert "account:                    cluster_account" in detail and "mail_options:               e" in detail
+        assert f"granted_queues:             {OTHERQ}=1" in detail
+    assert command(server, "qrdel", "-f", *ids, token=t["admin"]).returncode == 0
+    (home / ".sge_ar_request").write_text('-N "unterminated\n')
+    broken = command(server, "qrsub", "-d", "0:10:0", token=t["admin"], **env)
+    assert broken.returncode == 2 and ".sge_ar_request, line 1: No closing quotation" in broken.stderr

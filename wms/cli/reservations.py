@@ -10,6 +10,8 @@ arguments are read in this machine's local time zone.
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -102,9 +104,41 @@ def qrsub_parser() -> Parser:
     return p
 
 
+GLOBAL_AR_REQUEST = "/etc/wms/sge_ar_request"
+
+
+def default_requests() -> list[str]:
+    """qrsub(1)'s default request files: the cluster's (``$WMS_AR_REQUEST``, else
+    /etc/wms/sge_ar_request), then the user's ``$HOME/.sge_ar_request``.
+
+    Their switches come before the command line's, so the command line wins
+    for single switches (-N, -a, -l name=...) and adds to lists (-u, -q, -M).
+    Lines starting with # are comments."""
+    paths = [Path(os.environ.get("WMS_AR_REQUEST", GLOBAL_AR_REQUEST)),
+             Path(os.environ.get("HOME", str(Path.home()))) / ".sge_ar_request"]
+    out: list[str] = []
+    for path in paths:
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot read default request file {path}: {exc.strerror}") from None
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                try:
+                    out.extend(shlex.split(line))
+                except ValueError as exc:
+                    raise UsageError(f"{path}, line {number}: {exc}") from None
+    return out
+
+
 def qrsub(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
-        args = qrsub_parser().parse_args(argv)
+        given = list(sys.argv[1:] if argv is None else argv)
+        if "-help" in given:
+            qrsub_parser().parse_args(["-help"])
+        args = qrsub_parser().parse_args(default_requests() + given)
         if args.pe and args.alloc:
             raise UsageError("-pe and -alloc exclude each other")
         resources: dict[str, Any] = {}
