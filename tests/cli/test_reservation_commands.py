@@ -67,6 +67,18 @@ def test_qrsub_grants_and_refuses(server):
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
     bad_date = command(server, "qrsub", "-a", "1214", "-d", "1:0:0", token=t["user1"])
     assert bad_date.returncode == 2 and "is not a date_time" in bad_date.stderr
+    # Bad usage exits 2, a request the server refuses 1; nothing is stored either way.
+    for argv, status, message in [
+        (["-he", "maybe"], 2, "-he: expected y[es] or n[o], got 'maybe'"),
+        (["-now", "often"], 2, "-now: expected y[es] or n[o], got 'often'"),
+        (["-pe", "mpi", "2", "-alloc", "$fill_up", "2"], 2, "-pe and -alloc exclude each other"),
+        (["-m", "x"], 1, "-m: 'x' must be a combination of b, e and a, or n"),
+        (["-N", "1abc"], 1, "-N: '1abc' is not a valid name"),
+        (["-pe", "nope", "2"], 1, "-pe: unknown parallel environment 'nope'"),
+    ]:
+        refused = command(server, "qrsub", "-a", tomorrow(15), "-d", "0:10:0", *argv, token=t["user1"])
+        assert refused.returncode == status and message in refused.stderr, (argv, refused.stderr)
+    assert [line.split()[0] for line in command(server, "qrstat", token=t["user1"]).stdout.splitlines()[2:]] == ["1"]
 
 
 def test_qrstat_overview_detail_and_xml(server):
@@ -106,6 +118,10 @@ def test_qrstat_overview_detail_and_xml(server):
     missing = command(server, "qrstat", "-ar", "77", token=t["user1"])
     assert missing.returncode == 1 and "advance reservation 77 does not exist" in missing.stderr
     assert command(server, "qrstat", "-u", "user2", token=t["user1"]).stdout == ""
+    # qrstat(1): $user is the caller, * any user.
+    assert command(server, "qrstat", "-u", "$user", token=t["user1"]).stdout == overview.stdout
+    assert command(server, "qrstat", "-u", "$user", token=t["user2"]).stdout == ""
+    assert command(server, "qrstat", "-u", "*", token=t["user2"]).stdout == overview.stdout
 
 
 def test_jobs_ask_for_the_reservation(server, tmp_path):
