@@ -92,7 +92,8 @@ def test_the_default_agents_run_on_a_real_database(runtime, now):
         assert scheduler.run_once(name) is not None
     assert scheduler.last_report["submit_pool_refresher"]["pools"] == 1
     assert scheduler.last_report["lease_reaper"] == {"returned": 0, "stalled": 0}
-    assert scheduler.last_report["reservation_manager"] == {"started": [], "ended": [], "error": [], "recovered": []}
+    assert scheduler.last_report["reservation_manager"] == {"started": [], "ended": [], "error": [], "recovered": [],
+                                                            "released": []}
 
 
 def test_the_site_director_shares_each_job_among_the_queues_that_can_run_it(runtime, now):

@@ -17,7 +17,9 @@ from tests.reservations_config import (
 )
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.match.context import PilotRequest
+from wms.core.reservations.ids import MAX_AR_ID
 from wms.db import matching as match_db
+from wms.db import reservations as ar_db
 from wms.services import accounting as accounting_service
 from wms.services import diagnosis
 from wms.services import jobs as jobs_service
@@ -153,6 +155,14 @@ def test_concurrent_grants_never_overbook(runtime):
     assert all(isinstance(e, ar.ReservationDenied) for e in errors) and len(errors) == 4
     rows = ar.show(runtime, USER1)
     assert sum(g["slots"] for r in rows for g in r["granted"]) == 4
+    assert sorted(r["ar_id"] for r in results) == [1, 2, 3, 4]
+
+
+def test_concurrent_grants_in_different_queues_get_different_ids(runtime):
+    # No scope lock in common: only the id is handed out one grant at a time.
+    results, errors = run_concurrently(
+        lambda i: ar.submit(runtime, USER1, spec(queues=["all.q" if i % 2 else "other.q"]), T0)["ar_id"], 4)
+    assert errors == [] and sorted(results) == [1, 2, 3, 4]
 
 
 def test_bad_switches_are_refused_whole(runtime):
@@ -200,8 +210,10 @@ def test_qrdel_removes_jobs_then_the_reservation(runtime):
     [job] = submit(runtime, limited("0:10:0"), ar_id=ar_id)
     run_job(runtime, job, pilot(queue="other.q"))
     with pytest.raises(Forbidden, match="not allowed to delete"):
-        ar.delete(runtime, USER2, ["mine"], False, T0)
-    assert ar.delete(runtime, USER1, ["mine"], False, T0) == [f"user1 deleted advance reservation {ar_id}"]
+        ar.delete(runtime, USER2, [str(ar_id)], False, T0)
+    with pytest.raises(NotFound, match="advance reservation mine does not exist"):
+        ar.delete(runtime, USER2, ["mine"], False, T0)       # a name selects the caller's own
+    assert ar.delete(runtime, USER1, ["mine"], True, T0) == [f"user1 deleted advance reservation {ar_id}"]
     assert jobs_service.job_status(runtime, MANAGER, [job])[0]["Status"] == "Killed"
     assert usage(runtime) == {}
     assert ar.show(runtime, USER1) == []
@@ -210,9 +222,98 @@ def test_qrdel_removes_jobs_then_the_reservation(runtime):
         ar.delete(runtime, USER1, ["mine"], False, T0)
 
 
+def test_qrdel_without_f_holds_the_slots_until_the_pilots_stopped_the_jobs(runtime):
+    """qrdel(1): the reservation goes only once its jobs are gone; -f does not wait for the execution side."""
+    timeout = timedelta(seconds=runtime.config.settings.heartbeat_timeout)
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, queues=["other.q"]), T0)["ar_id"]
+    [job] = submit(runtime, limited("0:10:0"), ar_id=ar_id)
+    run_job(runtime, job, pilot(queue="other.q"))
+    messages = ar.delete(runtime, USER1, [str(ar_id)], False, T0)
+    assert messages == [f"user1 deleted advance reservation {ar_id}",
+                        f"advance reservation {ar_id} keeps its resources until its jobs' pilots have stopped them, "
+                        f"at the latest {(T0 + timeout).isoformat()} (qrdel -f releases them now)"]
+    assert jobs_service.job_status(runtime, MANAGER, [job])[0]["Status"] == "Killed"
+    # The job's own debit is returned; the reservation's hold on the queue stays while the pilot may still run it.
+    assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 1.0}
+    assert ar.show(runtime, USER1, [str(ar_id)])[0]["state"] == "d"
+    assert {r["Name"]: r["resv/used/tot"] for r in diagnosis.queues_overview(runtime)}[OTHERQ] == "1/0/4"
+    assert ar.manage(runtime, T0 + timeout - timedelta(seconds=1))["released"] == []
+    assert ar.manage(runtime, T0 + timeout)["released"] == [ar_id]
+    assert usage(runtime) == {}
+    assert ar.manage(runtime, T0 + timeout)["released"] == []      # once only
+
+
+def test_qrdel_f_releases_at_once(runtime):
+    ar_id = ar.submit(runtime, USER1, spec(start=T0, queues=["other.q"]), T0)["ar_id"]
+    [job] = submit(runtime, limited("0:10:0"), ar_id=ar_id)
+    run_job(runtime, job, pilot(queue="other.q"))
+    assert ar.delete(runtime, USER1, [str(ar_id)], True, T0) == [f"user1 deleted advance reservation {ar_id}"]
+    assert jobs_service.job_status(runtime, MANAGER, [job])[0]["Status"] == "Killed"
+    assert usage(runtime) == {}
+    # Without jobs on pilots nothing is waited for, with or without -f.
+    waiting = ar.submit(runtime, USER1, spec(start=T0, queues=["other.q"]), T0)["ar_id"]
+    [queued] = submit(runtime, limited("0:10:0"), ar_id=waiting)
+    assert ar.delete(runtime, USER1, [str(waiting)], False, T0) == [f"user1 deleted advance reservation {waiting}"]
+    assert jobs_service.job_status(runtime, MANAGER, [queued])[0]["Status"] == "Killed"
+    assert usage(runtime) == {}
+
+
+def test_qrdel_names_select_the_callers_own_and_u_selects_users(runtime):
+    """qrdel(1): "qrdel wc_ar_name" deletes only the caller's; -u wc_user_list those of other users."""
+    def grant(who, name, hour):
+        return ar.submit(runtime, who, spec(start=T0 + hour * HOUR, queues=["other.q"], name=name), T0)["ar_id"]
+
+    mine, admins = grant(USER1, "proj", 1), grant(MANAGER, "proj", 1)
+    assert ar.delete(runtime, USER1, ["proj"], True, T0) == [f"user1 deleted advance reservation {mine}"]
+    assert [r["ar_id"] for r in ar.show(runtime, USER1)] == [admins]
+    with pytest.raises(Forbidden, match="not allowed to delete"):
+        ar.delete(runtime, USER1, [], True, T0, users=["admin"])
+    first, second = grant(USER1, "proj2", 2), grant(USER1, "run7", 3)
+    assert ar.delete(runtime, USER1, ["pro*"], True, T0) == [f"user1 deleted advance reservation {first}"]
+    third = grant(USER1, "proj3", 4)
+    assert ar.delete(runtime, MANAGER, [], True, T0, users=["user1"]) == [
+        f"admin deleted advance reservation {second}", f"admin deleted advance reservation {third}"]
+    with pytest.raises(NotFound, match="no advance reservation of user1 exists"):
+        ar.delete(runtime, MANAGER, [], True, T0, users=["user1"])
+    assert ar.delete(runtime, MANAGER, ["proj"], True, T0, users=["*"]) == [
+        f"admin deleted advance reservation {admins}"]
+    with pytest.raises(InvalidInput, match="give advance reservation ids or names"):
+        ar.delete(runtime, USER1, [], True, T0)
+
+
 def test_operators_delete_others_reservations(runtime):
     ar_id = ar.submit(runtime, USER1, spec(), T0)["ar_id"]
     assert ar.delete(runtime, OPERATOR, [str(ar_id)], True, T0) == [f"oper deleted advance reservation {ar_id}"]
+
+
+def test_reservation_ids_wrap_around_to_the_next_unused_one(runtime):
+    """qrsub(1): ids go up to 9999999, then the next id not in use, starting with 1."""
+    def grant(hour):
+        return ar.submit(runtime, USER1, spec(start=T0 + hour * HOUR, queues=["other.q"]), T0)["ar_id"]
+
+    assert [grant(1), grant(2)] == [1, 2]
+    ar.delete(runtime, USER1, ["1"], True, T0)
+    with runtime.engine.begin() as conn:
+        ar_db.store_last_ar_id(conn, MAX_AR_ID - 1, T0, "test")
+    assert grant(3) == MAX_AR_ID
+    # 1 is free again (deleted), 2 still waits: the next ones are 1, then 3.
+    assert [grant(4), grant(5)] == [1, 3]
+    assert [(r["ar_id"], r["start"]) for r in ar.show(runtime, USER1, ["1"])] == [(1, (T0 + 4 * HOUR).isoformat())]
+    assert sorted(r["ar_id"] for r in ar.show(runtime, USER1)) == [1, 2, 3, MAX_AR_ID]
+
+
+def test_masterq_puts_the_master_task_in_the_queues_named(runtime):
+    """qrsub(1) -masterq: with -pe, the queues that may hold the master task of the parallel jobs."""
+    largest_first = ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="3"), T0)
+    assert largest_first["granted"] == [{"queue": OTHERQ, "host": None, "slots": 3}]
+    master = ar.submit(runtime, USER1, spec(start=T0 + 5 * HOUR, pe="mpi", pe_slots="3", master_queues=["all.q"]),
+                       T0)
+    assert master["granted"] == [{"queue": ALLQ, "host": None, "slots": 2}, {"queue": OTHERQ, "host": None, "slots": 1}]
+    assert ar.show(runtime, USER1, [str(master["ar_id"])])[0]["masterq"] == ["all.q"]
+    with pytest.raises(ar.ReservationDenied, match="other.q: not in the -masterq list"):
+        ar.submit(runtime, USER1, spec(pe="mpi", pe_slots="1", queues=["other.q"], master_queues=["all.q"]), T0)
+    with pytest.raises(InvalidInput, match="-masterq: only meaningful for a parallel reservation"):
+        ar.submit(runtime, USER1, spec(master_queues=["all.q"]), T0)
 
 
 # ---------------------------------------------------------------- qralter
@@ -241,6 +342,7 @@ def test_lifecycle_and_jobs_inside(runtime):
     # Waiting: the job is not matched before the start.
     result = matcher.request_job(runtime, pilot(queue="other.q"), T0)
     assert result.job is None and f"advance reservation {ar_id} is not running (state w" in result.reason
+    assert jobs_service.job_status(runtime, USER2, [job])[0]["AR"] == ar_id
     assert ar.manage(runtime, start)["started"] == [ar_id]
     assert usage(runtime) == {(f"queue:{OTHERQ}", "slots"): 1.0}
     # Not on another queue; on its own, debited from the reservation.

@@ -108,6 +108,7 @@ class ReservationRequest(BaseModel):
     pe: str | None = Field(None, description="-pe NAME")
     pe_slots: str | None = Field(None, description="-pe or -alloc slot range")
     allocation: str | None = Field(None, description="-alloc allocation rule")
+    master_queues: list[str] = Field(default_factory=list, description="-masterq, with -pe")
     ckpt: str | None = Field(None, description="-ckpt")
     mail_options: str = Field("n", description="-m")
     mail_list: list[str] = Field(default_factory=list, description="-M")
@@ -125,8 +126,9 @@ class ReservationRequest(BaseModel):
 class ReservationDelete(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    selectors: list[str] = Field(min_length=1, description="AR ids or names, in order")
+    selectors: list[str] = Field(default_factory=list, description="AR ids or names (wildcards), in order")
     force: bool = False
+    users: list[str] | None = Field(default=None, description="qrdel -u: only reservations of these users")
 
 
 class ReservationChange(BaseModel):

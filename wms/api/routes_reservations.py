@@ -34,7 +34,7 @@ def show(runtime: RuntimeDep, caller: Caller, ar: Annotated[list[str] | None, Qu
 @router.post("/reservations/delete")
 def delete(body: ReservationDelete, runtime: RuntimeDep, now: NowDep, caller: Caller) -> dict[str, Any]:
     """qrdel: jobs first, then the reservation; in the order given."""
-    return {"messages": ar_service.delete(runtime, caller, body.selectors, body.force, now)}
+    return {"messages": ar_service.delete(runtime, caller, body.selectors, body.force, now, body.users)}
 
 
 @router.patch("/reservations/{ar_id}")

@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 from wms.cli import output
 from wms.cli.client import Client, ClientError
 
-JOB_COLUMNS = ["JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", "Queue", "SubmitPool", "TaskQueue"]
+JOB_COLUMNS = ["JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", "Queue", "SubmitPool", "TaskQueue",
+               "AR"]
 
 
 class UsageError(Exception):

@@ -10,8 +10,11 @@ arguments are read in this machine's local time zone.
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Callable, Sequence
 from xml.etree import ElementTree
 
@@ -22,6 +25,7 @@ from wms.core.reservations.timespec import parse_date_time
 
 EXIT_MAX_RESERVATIONS = 25
 HTTP_TOO_MANY = 429
+HTTP_NOT_FOUND = 404
 
 
 class Parser(argparse.ArgumentParser):
@@ -91,6 +95,8 @@ def qrsub_parser() -> Parser:
     p.add_argument("-pe", nargs=2, metavar=("pe_name", "slot_range"), help="parallel environment and slots")
     p.add_argument("-alloc", nargs=2, metavar=("allocation_rule", "slot_range"),
                    help="reserve a slot range spread by the rule ($fill_up, $round_robin, $pe_slots)")
+    p.add_argument("-masterq", metavar="wc_queue_list", action="append",
+                   help="with -pe: the queues that may hold the master task of the parallel jobs")
     p.add_argument("-ckpt", metavar="ckpt_name", help="only queues offering this checkpoint environment")
     p.add_argument("-m", metavar="b|e|a|n", default="n", help="mail at the beginning, end, on error; n: none")
     p.add_argument("-M", metavar="user[@host],...", action="append", help="mail these addresses")
@@ -98,9 +104,41 @@ def qrsub_parser() -> Parser:
     return p
 
 
+GLOBAL_AR_REQUEST = "/etc/wms/sge_ar_request"
+
+
+def default_requests() -> list[str]:
+    """qrsub(1)'s default request files: the cluster's (``$WMS_AR_REQUEST``, else
+    /etc/wms/sge_ar_request), then the user's ``$HOME/.sge_ar_request``.
+
+    Their switches come before the command line's, so the command line wins
+    for single switches (-N, -a, -l name=...) and adds to lists (-u, -q, -M).
+    Lines starting with # are comments."""
+    paths = [Path(os.environ.get("WMS_AR_REQUEST", GLOBAL_AR_REQUEST)),
+             Path(os.environ.get("HOME", str(Path.home()))) / ".sge_ar_request"]
+    out: list[str] = []
+    for path in paths:
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot read default request file {path}: {exc.strerror}") from None
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                try:
+                    out.extend(shlex.split(line))
+                except ValueError as exc:
+                    raise UsageError(f"{path}, line {number}: {exc}") from None
+    return out
+
+
 def qrsub(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
-        args = qrsub_parser().parse_args(argv)
+        given = list(sys.argv[1:] if argv is None else argv)
+        if "-help" in given:
+            qrsub_parser().parse_args(["-help"])
+        args = qrsub_parser().parse_args(default_requests() + given)
         if args.pe and args.alloc:
             raise UsageError("-pe and -alloc exclude each other")
         resources: dict[str, Any] = {}
@@ -109,7 +147,7 @@ def qrsub(argv: Sequence[str] | None = None) -> int:
         request: dict[str, Any] = {
             "start": date_time(args.a) if args.a else None, "end": date_time(args.e) if args.e else None,
             "duration": args.d, "name": args.N, "account": args.A, "resources": resources,
-            "users": comma_list(args.u), "queues": comma_list(args.q),
+            "users": comma_list(args.u), "queues": comma_list(args.q), "master_queues": comma_list(args.masterq),
             "interactive": yes_no("-now", args.now) if args.now is not None else False,
             "ckpt": args.ckpt, "mail_options": args.m, "mail_list": comma_list(args.M),
             "hard_error": yes_no("-he", args.he), "verify": args.w == "v",
@@ -139,17 +177,30 @@ def _local(iso: str, style: str) -> str:
     return moment.strftime("%m/%d/%Y %H:%M:%S" if style == "short" else "%a %b %d %H:%M:%S %Y")
 
 
+def overview_lines(rows: list[dict[str, Any]], explain: bool) -> list[str]:
+    """qrstat without -ar: the spec's table; with -explain one line per error reason under its reservation."""
+    lines = [HEADER, "-" * RULE]
+    for ar in rows:
+        lines.append(OVERVIEW.format(ar["ar_id"], ar["name"], ar["owner"], ar["state"], _local(ar["start"], "short"),
+                                     _local(ar["end"], "short"), ar["duration"]).rstrip())
+        if explain and ar["message"]:
+            lines.extend(f"       {reason}" for reason in ar["message"].split("; "))
+    return lines
+
+
 def detail_lines(ar: dict[str, Any], explain: bool) -> list[str]:
+    # The spec's example first (ar_number ... ar_name), then the rest of the request.
     fields = [
-        ("ar_number", ar["ar_id"]), ("ar_name", ar["name"]), ("owner", ar["owner"]), ("state", ar["state"]),
-        ("submission_time", _local(ar["submission_time"], "long")), ("start", _local(ar["start"], "long")),
-        ("end", _local(ar["end"], "long")), ("duration", ar["duration"]), ("account", ar["account"]),
-        ("acl_list", ",".join(ar["acl"])),
+        ("ar_number", ar["ar_id"]), ("submission_time", _local(ar["submission_time"], "long")),
+        ("owner", ar["owner"]), ("acl_list", ",".join(ar["acl"])), ("start", _local(ar["start"], "long")),
+        ("end", _local(ar["end"], "long")), ("duration", ar["duration"]), ("slots", ar["slots"]),
+        ("complex_values", ar["complex_values"]), ("ar_name", ar["name"]), ("state", ar["state"]),
+        ("account", ar["account"]),
         ("resource_list", ",".join(f"{k}={v}" for k, v in ar["resources"].items()) or "NONE"),
         ("queue_list", ",".join(ar["queues"]) or "NONE"),
+        ("master hard queue_list", ",".join(ar.get("masterq") or []) or "NONE"),
         ("granted_queues", ",".join(f"{g['queue']}@{g['host']}={g['slots']}" if g["host"]
                                     else f"{g['queue']}={g['slots']}" for g in ar["granted"])),
-        ("slots", ar["slots"]), ("complex_values", ar["complex_values"]),
         ("pe", f"{ar['pe']} {ar['pe_range'][0]}-{ar['pe_range'][1]}" if ar["pe"] else "NONE"),
         ("checkpoint_name", ar["ckpt"] or "NONE"), ("mail_options", ar["mail_options"]),
         ("mail_list", ar["mail_list"] or "NONE"), ("error_handling", "hard" if ar["hard_error"] else "soft"),
@@ -159,24 +210,80 @@ def detail_lines(ar: dict[str, Any], explain: bool) -> list[str]:
     return ["=" * 62] + [f"{name + ':':<{DETAIL_WIDTH}}{value}" for name, value in fields]
 
 
-def to_xml(rows: list[dict[str, Any]], detail: bool) -> str:
-    root = ElementTree.Element("qrstat", {"xmlns:xsd": "http://www.w3.org/2001/XMLSchema"})
+SCHEMA = Path(__file__).with_name("schemas") / "qrstat.xsd"
+
+
+def _xml_time(iso: str) -> str:
+    """Grid Engine's XML times: local, ``2006-12-18T10:00:00``."""
+    return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _xml_duration(text: str) -> str:
+    """``24:0:10`` -> ``24:00:10`` (qrstat -xml pads minutes and seconds)."""
+    hours, minutes, seconds = (int(part) for part in text.split(":"))
+    return f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+
+
+def to_xml(rows: list[dict[str, Any]], detail: bool, explain: bool = False, unknown: Sequence[str] = ()) -> str:
+    """qrstat -xml: Grid Engine's elements in its order (wms/cli/schemas/qrstat.xsd describes them)."""
+    root = ElementTree.Element("qrstat", {
+        "xmlns:xsd": "http://www.w3.org/2001/XMLSchema",
+        "xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance",
+        "xsi:noNamespaceSchemaLocation": SCHEMA.as_uri(),
+    })
+
+    def text(parent: ElementTree.Element, name: str, value: Any) -> None:
+        ElementTree.SubElement(parent, name).text = "" if value is None else str(value)
+
     for ar in rows:
         node = ElementTree.SubElement(root, "ar_summary")
-        keys = (["ar_id", "name", "owner", "state", "start", "end", "duration"] if not detail else
-                ["ar_id", "name", "owner", "state", "submission_time", "start", "end", "duration", "account",
-                 "slots", "complex_values", "mail_options", "mail_list", "message"])
-        for key in keys:
-            ElementTree.SubElement(node, key).text = str(ar[key] if ar[key] is not None else "")
-        if detail:
-            acl = ElementTree.SubElement(node, "acl_list")
-            for user in ar["acl"]:
-                ElementTree.SubElement(acl, "user").text = user
+        text(node, "id", ar["ar_id"])
+        text(node, "name", ar["name"])
+        text(node, "owner", ar["owner"])
+        text(node, "state", ar["state"])
+        text(node, "start_time", _xml_time(ar["start"]))
+        text(node, "end_time", _xml_time(ar["end"]))
+        text(node, "duration", _xml_duration(ar["duration"]))
+        if explain or detail:
+            for reason in filter(None, (ar["message"] or "").split("; ")):
+                text(node, "message", reason)
+        if not detail:
+            continue
+        text(node, "submission_time", _xml_time(ar["submission_time"]))
+        text(node, "group", ar.get("group", ""))
+        text(node, "account", ar["account"])
+        if ar["resources"]:
+            resources = ElementTree.SubElement(node, "resource_list")
+            for name, value in ar["resources"].items():
+                ElementTree.SubElement(resources, "resource", {"name": name, "type": str(value)})
+        if ar["hard_error"]:
+            text(node, "error_handling", "true")
+        if ar["granted"]:
             granted = ElementTree.SubElement(node, "granted_slots_list")
             for g in ar["granted"]:
-                ElementTree.SubElement(granted, "granted_slot", {
-                    "queue": g["queue"], "host": g["host"] or "", "slots": str(g["slots"])})
-    ElementTree.indent(root)
+                instance = f"{g['queue']}@{g['host']}" if g["host"] else g["queue"]
+                ElementTree.SubElement(granted, "granted_slots",
+                                       {"queue_instance": instance, "slots": str(g["slots"])})
+        if ar["pe"]:
+            pe = ElementTree.SubElement(node, "granted_parallel_environment")
+            text(pe, "parallel_environment", ar["pe"])
+            text(pe, "slots", f"{ar['pe_range'][0]}-{ar['pe_range'][1]}")
+        if ar["ckpt"]:
+            text(node, "checkpoint_name", ar["ckpt"])
+        if ar["mail_options"] and ar["mail_options"] != "n":
+            text(node, "mail_options", ar["mail_options"])
+        if ar["mail_list"]:
+            mails = ElementTree.SubElement(node, "mail_list")
+            for address in ar["mail_list"].split(","):
+                user, _, host = address.partition("@")
+                ElementTree.SubElement(mails, "mail", {"user": user, "host": host or "NONE"})
+        if ar["acl"]:
+            acl = ElementTree.SubElement(node, "acl_list")
+            for user in ar["acl"]:
+                ElementTree.SubElement(acl, "acl", {"user": user})
+    for selector in unknown:
+        text(ElementTree.SubElement(root, "ar_unknown"), "id", selector)
+    ElementTree.indent(root, space="   ")
     return "<?xml version='1.0'?>\n" + ElementTree.tostring(root, encoding="unicode")
 
 
@@ -194,24 +301,30 @@ def qrstat(argv: Sequence[str] | None = None) -> int:
         args = qrstat_parser().parse_args(argv)
         selectors = comma_list(args.ar)
         users = comma_list(args.u)
+        if args.xml and selectors:
+            # Like Grid Engine: the ids that do not exist are listed as ar_unknown (exit 1).
+            rows, unknown = [], []
+            for selector in selectors:
+                try:
+                    found = Client().get("/reservations", ar=[selector], user=users or None)
+                except ClientError as exc:
+                    if exc.status != HTTP_NOT_FOUND:
+                        raise
+                    unknown.append(selector)
+                    continue
+                rows.extend(r for r in found if r["ar_id"] not in {seen["ar_id"] for seen in rows})
+            print(to_xml(rows, True, args.explain, unknown))
+            return 1 if unknown else 0
         rows = Client().get("/reservations", ar=selectors or None, user=users or None)
         if args.xml:
-            print(to_xml(rows, bool(selectors)))
+            print(to_xml(rows, False, args.explain))
             return 0
         if selectors:
             for ar in rows:
                 print("\n".join(detail_lines(ar, args.explain)))
             return 0
-        if not rows:
-            return 0
-        print(HEADER)
-        print("-" * RULE)
-        for ar in rows:
-            print(OVERVIEW.format(ar["ar_id"], ar["name"], ar["owner"], ar["state"], _local(ar["start"], "short"),
-                                  _local(ar["end"], "short"), ar["duration"]).rstrip())
-            if args.explain and ar["message"]:
-                for reason in ar["message"].split("; "):
-                    print(f"       {reason}")
+        if rows:
+            print("\n".join(overview_lines(rows, args.explain)))
         return 0
 
     return run("qrstat", body)
@@ -221,10 +334,16 @@ def qrstat(argv: Sequence[str] | None = None) -> int:
 def qrdel(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         p = _parser("qrdel", "Delete advance reservations (their jobs first).")
-        p.add_argument("-f", action="store_true", help="force: remove the jobs without waiting for their pilots")
-        p.add_argument("ar_list", nargs="+", help="AR ids or names, separated by commas or blanks")
+        p.add_argument("-f", action="store_true",
+                       help="force: release the resources at once, without waiting for the pilots to stop the jobs")
+        p.add_argument("-u", metavar="wc_user_list", action="append",
+                       help="only reservations of these users ($user, wildcards); alone: all of theirs")
+        p.add_argument("ar_list", nargs="*", help="AR ids or names (wildcards), separated by commas or blanks")
         args = p.parse_args(argv)
-        result = Client().post("/reservations/delete", {"selectors": comma_list(args.ar_list), "force": args.f})
+        if not args.ar_list and not args.u:
+            raise UsageError("give advance reservation ids or names (wc_ar_list), or -u wc_user_list")
+        result = Client().post("/reservations/delete", {"selectors": comma_list(args.ar_list), "force": args.f,
+                                                         "users": comma_list(args.u) or None})
         for line in result["messages"]:
             print(line)
         return 0

@@ -16,7 +16,7 @@ from wms.core.states import JobStatus
 from wms.db.engine import insert_ignoring_duplicates
 from wms.db.jobs import chunked
 from wms.db.schema import (
-    job_debits, jobs, reservation_bookings, reservation_locks, reservations, resource_usage, task_queues,
+    cluster_objects, job_debits, jobs, reservation_bookings, reservation_locks, reservations, resource_usage, task_queues,
 )
 
 # Jobs that hold resources now (their debits are in resource_usage).
@@ -39,6 +39,44 @@ def lock_scopes(conn: Connection, scopes: Iterable[str]) -> None:
         stmt = (select(reservation_locks.c.scope).where(reservation_locks.c.scope.in_(chunk))
                 .order_by(reservation_locks.c.scope).with_for_update())
         conn.execute(stmt).all()
+
+
+# The last id qrsub handed out, kept as a cluster object so the sequence
+# survives the wraparound (the highest id in the table no longer tells).
+SEQUENCE_KIND = "ar_sequence"
+
+
+def last_ar_id(conn: Connection) -> int:
+    text = conn.execute(select(cluster_objects.c.text).where(cluster_objects.c.kind == SEQUENCE_KIND)).scalar()
+    if text is not None:
+        return int(text)
+    return int(conn.execute(select(func.max(reservations.c.ar_id))).scalar() or 0)
+
+
+def store_last_ar_id(conn: Connection, ar_id: int, now: datetime, user: str) -> None:
+    inserted = insert_ignoring_duplicates(conn, cluster_objects, [
+        {"kind": SEQUENCE_KIND, "text": str(ar_id), "version": 1, "updated": now, "updated_by": user}], ["kind"])
+    if not inserted:
+        conn.execute(update(cluster_objects).where(cluster_objects.c.kind == SEQUENCE_KIND)
+                     .values(text=str(ar_id), version=cluster_objects.c.version + 1, updated=now, updated_by=user))
+
+
+def ids_in_use(conn: Connection, states: Iterable[str], holding_key: str) -> set[int]:
+    """Ids of reservations in ``states`` and of deleted ones still holding their resources."""
+    stmt = select(reservations.c.ar_id).where(
+        reservations.c.state.in_(list(states))
+        | ((reservations.c.state == "d") & reservations.c.request.like(f'%"{holding_key}"%')))
+    return {int(i) for i in conn.execute(stmt).scalars().all()}
+
+
+def drop_finished(conn: Connection, ar_id: int, final_states: Iterable[str]) -> None:
+    """Forget a finished reservation whose id is handed out again (its bookings with it)."""
+    finished = select(reservations.c.ar_id).where(reservations.c.ar_id == ar_id,
+                                                  reservations.c.state.in_(list(final_states)))
+    if conn.execute(finished).first() is None:
+        return
+    conn.execute(delete(reservation_bookings).where(reservation_bookings.c.ar_id == ar_id))
+    conn.execute(delete(reservations).where(reservations.c.ar_id == ar_id))
 
 
 def insert_reservation(conn: Connection, row: dict[str, Any]) -> int:
@@ -69,13 +107,6 @@ def get(conn: Connection, ar_id: int, *, lock: bool = False) -> dict[str, Any] |
     return dict(row) if row is not None else None
 
 
-def ids_by_name(conn: Connection, name: str, states: Iterable[str]) -> list[int]:
-    stmt = (select(reservations.c.ar_id)
-            .where(reservations.c.name == name, reservations.c.state.in_(list(states)))
-            .order_by(reservations.c.ar_id))
-    return [int(i) for i in conn.execute(stmt).scalars().all()]
-
-
 def list_reservations(conn: Connection, states: Iterable[str] | None = None,
                       ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
     stmt = select(reservations).order_by(reservations.c.ar_id)
@@ -83,6 +114,13 @@ def list_reservations(conn: Connection, states: Iterable[str] | None = None,
         stmt = stmt.where(reservations.c.state.in_(list(states)))
     if ids is not None:
         stmt = stmt.where(reservations.c.ar_id.in_(list(ids)))
+    return [dict(r) for r in conn.execute(stmt).mappings().all()]
+
+
+def deleted_holding(conn: Connection, key: str) -> list[dict[str, Any]]:
+    """Deleted reservations whose request still names ``key`` (a release time: qrdel without -f)."""
+    stmt = (select(reservations).where(reservations.c.state == "d", reservations.c.request.like(f'%"{key}"%'))
+            .order_by(reservations.c.ar_id))
     return [dict(r) for r in conn.execute(stmt).mappings().all()]
 
 
@@ -167,6 +205,16 @@ def jobs_of_reservation(conn: Connection, ar_id: int, statuses: Iterable[str] | 
     if statuses is not None:
         stmt = stmt.where(jobs.c.status.in_(list(statuses)))
     return [dict(r) for r in conn.execute(stmt).mappings().all()]
+
+
+def reservations_of_task_queues(conn: Connection, tq_ids: Sequence[int]) -> dict[int, int]:
+    """The advance reservation of each task queue that has one."""
+    out: dict[int, int] = {}
+    for chunk in chunked(sorted(set(tq_ids))):
+        stmt = (select(task_queues.c.tq_id, task_queues.c.reservation_id)
+                .where(task_queues.c.tq_id.in_(chunk), task_queues.c.reservation_id.is_not(None)))
+        out.update({int(t): int(r) for t, r in conn.execute(stmt).all()})
+    return out
 
 
 def finished_jobs(conn: Connection, owner: str | None = None, limit: int = 10000) -> list[dict[str, Any]]:

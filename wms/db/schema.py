@@ -324,7 +324,8 @@ reservations = Table(
     Column("message", String(1024), nullable=False, default=""),
     Column("updated", UtcDateTime, nullable=False),
     Index("ix_reservations_state", "state"),
-    # Reservation ids are never reused (jobs and accounting refer to them).
+    # Ids are chosen by the grant (core/reservations/ids.py: 1..9999999, then
+    # the next unused); autoincrement stays for the schema the migrations made.
     sqlite_autoincrement=True,
 )
 

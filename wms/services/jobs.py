@@ -11,6 +11,7 @@ from wms.core.states import FINAL_STATES, KILLABLE, JobStatus
 from wms.db.engine import reading
 from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
+from wms.db import reservations as ar_db
 from wms.services import access
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -18,8 +19,12 @@ from wms.services.runtime import Runtime
 SOURCE_USER = "User"
 
 
-def summary(row: dict[str, Any]) -> dict[str, Any]:
-    """The public view of one job (INTERFACE.md "Machine-readable output")."""
+def summary(row: dict[str, Any], reservations: dict[int, int] | None = None) -> dict[str, Any]:
+    """The public view of one job (INTERFACE.md "Machine-readable output").
+
+    ``AR`` is the advance reservation the job asked for (qsub -ar; specs/003
+    5.1.3.6: qstat -j shows it), None without; ``reservations`` maps task
+    queue ids to it."""
     return {
         "JobID": row["job_id"],
         "JobName": row["job_name"],
@@ -32,6 +37,7 @@ def summary(row: dict[str, Any]) -> dict[str, Any]:
         "Queue": row["queue"],
         "SubmitPool": row["submit_pool"] or "",
         "TaskQueue": row["task_queue_id"],
+        "AR": (reservations or {}).get(row["task_queue_id"]),
         "Priority": row["priority"],
         "CPUTime": row["cpu_time"],
         "SubmissionTime": row["submission_time"].isoformat(),
@@ -54,8 +60,16 @@ def visible_jobs(runtime: Runtime, identity: Identity, job_ids: list[int]) -> li
     return [rows[i] for i in job_ids]
 
 
+def with_reservations(runtime: Runtime, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The public views of ``rows``, each with the advance reservation of its task queue."""
+    tq_ids = [r["task_queue_id"] for r in rows if r["task_queue_id"] is not None]
+    with reading(runtime.engine) as conn:
+        reservations = ar_db.reservations_of_task_queues(conn, tq_ids) if tq_ids else {}
+    return [summary(row, reservations) for row in rows]
+
+
 def job_status(runtime: Runtime, identity: Identity, job_ids: list[int]) -> list[dict[str, Any]]:
-    return [summary(row) for row in visible_jobs(runtime, identity, job_ids)]
+    return with_reservations(runtime, visible_jobs(runtime, identity, job_ids))
 
 
 def list_jobs(
@@ -69,7 +83,8 @@ def list_jobs(
             raise Forbidden("users may list only their own jobs")
         owner = identity.user
     with reading(runtime.engine) as conn:
-        return [summary(row) for row in jobs_db.list_jobs(conn, owner=owner, status=status, limit=limit)]
+        rows = jobs_db.list_jobs(conn, owner=owner, status=status, limit=limit)
+    return with_reservations(runtime, rows)
 
 
 def history(runtime: Runtime, identity: Identity, job_id: int) -> list[dict[str, Any]]:

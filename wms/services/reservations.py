@@ -36,6 +36,7 @@ from wms.core.patterns import match_pattern
 from wms.core.quantities import format_time, parse_time
 from wms.core.reservations import access
 from wms.core.reservations.calendar import Calendar, Use
+from wms.core.reservations.ids import next_id
 from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, booked_scopes, decide
 from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_state
 from wms.core.reservations.switches import (
@@ -55,6 +56,7 @@ from wms.services.runtime import Runtime
 
 SOURCE = "ReservationManager"
 MAX_LOCK = "max_advance_reservations"
+ID_LOCK = "ar_id"   # taken alone, after the scope locks: always the last lock a grant takes
 
 
 class ReservationDenied(WmsError):
@@ -119,6 +121,11 @@ def read_calendar(runtime: Runtime, conn: Connection, now: datetime, exclude: in
     offset = timedelta(seconds=runtime.config.settings.duration_offset)
     for b in ar_db.active_bookings(conn, [s.value for s in ACTIVE], exclude=exclude):
         calendar.add((b["scope"], b["resource"]), Use(b["start_time"], b["end_time"], float(b["amount"])))
+    # Deleted without -f: still held until the pilots have stopped the jobs.
+    holding_deleted = {r["ar_id"]: release_time(r) for r in ar_db.deleted_holding(conn, RELEASE_AT)}
+    for ar_id, bookings in ar_db.bookings_of(conn, [i for i, t in holding_deleted.items() if t]).items():
+        for b in bookings:
+            calendar.add((b["scope"], b["resource"]), Use(now, holding_deleted[ar_id], float(b["amount"])))
     holding = ar_db.holding_jobs(conn)
     ends: dict[int, datetime | None] = {}
     unlimited_queues: set[str] = set()
@@ -183,7 +190,13 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
         decision = decide(runtime.complexes, request, cands, calendar, usersets, unlimited_queues, unlimited_hosts)
         if not decision.granted or spec.verify:
             return decision, None
-        ar_id = ar_db.insert_reservation(conn, {
+        # The id: taken last, after every scope lock, so grants never deadlock on it.
+        ar_db.lock_scopes(conn, [ID_LOCK])
+        ar_id = next_id(ar_db.last_ar_id(conn), ar_db.ids_in_use(conn, [s.value for s in ACTIVE], RELEASE_AT))
+        ar_db.drop_finished(conn, ar_id, [s.value for s in FINAL])
+        ar_db.store_last_ar_id(conn, ar_id, now, identity.user)
+        ar_db.insert_reservation(conn, {
+            "ar_id": ar_id,
             "name": spec.name or "", "owner": identity.user, "owner_group": identity.group, "vo": identity.vo,
             "account": spec.account or DEFAULT_ACCOUNT, "state": ARState.WAITING.value,
             "submission_time": now, "start_time": request.window.start, "end_time": request.window.end,
@@ -285,11 +298,12 @@ def _view(row: dict[str, Any], bookings: list[dict[str, Any]], runtime: Runtime)
         amount = cx_rules.format_value(cx, b["amount"]) if cx is not None else str(b["amount"])
         values.append(f"{where}={b['resource']}={amount}")
     return {
-        "ar_id": row["ar_id"], "name": row["name"], "owner": row["owner"], "state": row["state"],
+        "ar_id": row["ar_id"], "name": row["name"], "owner": row["owner"], "group": row["owner_group"],
+        "state": row["state"],
         "start": row["start_time"].isoformat(), "end": row["end_time"].isoformat(),
         "duration": format_duration(duration), "submission_time": row["submission_time"].isoformat(),
         "account": row["account"], "acl": json.loads(row["acl"]), "resources": request.get("resources", {}),
-        "queues": request.get("queues", []), "pe": request.get("pe"), "pe_range": request.get("pe_range"),
+        "queues": request.get("queues", []), "masterq": request.get("masterq", []), "pe": request.get("pe"), "pe_range": request.get("pe_range"),
         "ckpt": request.get("ckpt"), "granted": granted, "slots": slots, "complex_values": ",".join(values),
         "mail_options": row["mail_options"], "mail_list": row["mail_list"],
         "hard_error": bool(row["hard_error"]), "message": row["message"],
@@ -331,26 +345,53 @@ def _selected(selector: str, row: dict[str, Any]) -> bool:
 
 
 # ---------------------------------------------------------------- qrdel
-def _resolve(conn: Connection, selector: str) -> list[int]:
+def _resolve(conn: Connection, selector: str, owners: list[str]) -> list[int]:
+    """An id names any reservation; a name (wildcards allowed) only those of ``owners`` (qrdel(1))."""
     if str(selector).isdigit():
         return [int(selector)]
-    found = ar_db.ids_by_name(conn, selector, [s.value for s in ACTIVE])
+    rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+    found = [r["ar_id"] for r in rows if r["name"] and match_pattern(selector, r["name"])
+             and any(match_pattern(o, r["owner"]) for o in owners)]
     if not found:
-        raise NotFound(f"advance reservation {selector} does not exist")
+        raise NotFound(f"advance reservation {selector} does not exist"
+                       + (f" (among those of {','.join(owners)})" if owners else ""))
     return found
 
 
-def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bool, now: datetime) -> list[str]:
+def _owned_by(conn: Connection, owners: list[str]) -> list[int]:
+    rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+    return [r["ar_id"] for r in rows if any(match_pattern(o, r["owner"]) for o in owners)]
+
+
+def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bool, now: datetime,
+           users: list[str] | None = None) -> list[str]:
     """qrdel: in the given order, remove each reservation's jobs, then the reservation.
 
-    Only its owner, operators and managers may. Jobs are killed at once
-    (their pilots stop them at the next heartbeat), with or without -f:
-    this system never waits for an execution host to confirm.
+    Only its owner, operators and managers may. Every job of the reservation
+    is killed at once and the reservation is in state d. Without ``force``
+    (qrdel(1): the reservation goes only when its jobs are gone) a started
+    reservation whose jobs were on pilots keeps its slots and consumables
+    held until those pilots have stopped them: a live pilot learns of the
+    kill at its next heartbeat, so ``heartbeat_timeout`` seconds after the
+    deletion the reservation_manager releases them. With ``force`` the pilots
+    are not waited for: everything is released at once.
+
+    qrdel(1): a name selects only the caller's reservations, or with
+    ``users`` (-u, ``$user`` and wildcards) those of these users; ``users``
+    alone selects all their active reservations.
     """
+    owners = [identity.user if u == "$user" else u for u in users] if users else [identity.user]
+    if not selectors and not users:
+        raise InvalidInput("qrdel: give advance reservation ids or names, or -u users")
+    with reading(runtime.engine) as conn:
+        if selectors:
+            groups = [(selector, _resolve(conn, selector, owners)) for selector in selectors]
+        else:
+            groups = [(",".join(owners), _owned_by(conn, owners))]
+    if not selectors and not groups[0][1]:
+        raise NotFound(f"no advance reservation of {groups[0][0]} exists")
     messages = []
-    for selector in selectors:
-        with reading(runtime.engine) as conn:
-            ids = _resolve(conn, selector)
+    for _, ids in groups:
         for ar_id in ids:
             with reading(runtime.engine) as conn:
                 row = ar_db.get(conn, ar_id)
@@ -361,34 +402,91 @@ def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bo
                                 f"(owner {row['owner']}; only the owner, operators and managers may)")
             if row["state"] in FINAL:
                 raise NotFound(f"advance reservation {ar_id} does not exist (it is {_STATE_WORDS[row['state']]})")
+            wait = None if force else timedelta(seconds=runtime.config.settings.heartbeat_timeout)
             finish(runtime, ar_id, ARState.DELETED, f"Killed: advance reservation {ar_id} deleted by "
-                                                    f"{identity.user}", now)
+                                                    f"{identity.user}", now, wait_for_pilots=wait)
             messages.append(f"{identity.user} deleted advance reservation {ar_id}")
+            with reading(runtime.engine) as conn:
+                release = release_time(ar_db.get(conn, ar_id))
+            if release is not None:
+                messages.append(f"advance reservation {ar_id} keeps its resources until its jobs' pilots have "
+                                f"stopped them, at the latest {release.isoformat()} (qrdel -f releases them now)")
     return messages
 
 
 _STATE_WORDS = {"x": "exited", "d": "deleted"}
+# Jobs a pilot holds: killed in the database at once, stopped by the pilot at its next heartbeat.
+ON_PILOT = frozenset({JobStatus.MATCHED.value, JobStatus.RUNNING.value, JobStatus.STALLED.value})
+RELEASE_AT = "release_at"
 
 
-def finish(runtime: Runtime, ar_id: int, final: ARState, minor: str, now: datetime) -> bool:
-    """Kill every job of the reservation, give back what it holds, then mark it ``final`` (x or d)."""
+def release_time(row: dict[str, Any] | None) -> datetime | None:
+    """When a deleted reservation still holding its resources gives them back (qrdel without -f)."""
+    if row is None or row["state"] != ARState.DELETED:
+        return None
+    value = json.loads(row["request"]).get(RELEASE_AT)
+    return datetime.fromisoformat(value) if value else None
+
+
+def finish(runtime: Runtime, ar_id: int, final: ARState, minor: str, now: datetime,
+           wait_for_pilots: timedelta | None = None) -> bool:
+    """Kill every job of the reservation, give back what it holds, then mark it ``final`` (x or d).
+
+    With ``wait_for_pilots`` a started reservation whose jobs were on pilots
+    keeps holding its bookings that long (see ``delete``)."""
 
     def work(conn: Connection) -> bool:
         row = ar_db.get(conn, ar_id, lock=True)
         if row is None or row["state"] in FINAL:
             return False
-        doomed = [j["job_id"] for j in ar_db.jobs_of_reservation(conn, ar_id, [s.value for s in KILLABLE])]
+        jobs = ar_db.jobs_of_reservation(conn, ar_id, [s.value for s in KILLABLE])
+        doomed = [j["job_id"] for j in jobs]
         killed = jobs_db.set_status(conn, doomed, JobStatus.KILLED.value, minor, SOURCE, now,
                                     expect={s.value for s in KILLABLE})
         match_db.release_debits(conn, killed)
+        on_pilots = any(j["status"] in ON_PILOT and j["job_id"] in killed for j in jobs)
+        if not ar_db.set_state(conn, ar_id, [row["state"]], final.value, now):
+            return False
         if row["state"] in {s.value for s in STARTED}:
-            _hold(conn, ar_id, -1)
-        return ar_db.set_state(conn, ar_id, [row["state"]], final.value, now)
+            if wait_for_pilots is not None and on_pilots:
+                request = json.loads(row["request"])
+                request[RELEASE_AT] = (now + wait_for_pilots).isoformat()
+                ar_db.update_fields(conn, ar_id, {"request": json.dumps(request, sort_keys=True)})
+            else:
+                _hold(conn, ar_id, -1)
+        return True
 
     changed = run_in_transaction(runtime.engine, work)
     if changed:
         forget(runtime)
     return changed
+
+
+def release_deleted(runtime: Runtime, now: datetime) -> list[int]:
+    """Give back what deleted reservations held for their pilots once the time is up."""
+    with reading(runtime.engine) as conn:
+        rows = ar_db.deleted_holding(conn, RELEASE_AT)
+    released = []
+    for row in rows:
+        release = release_time(row)
+        if release is None or release > now:
+            continue
+
+        def work(conn: Connection, ar_id: int = row["ar_id"]) -> bool:
+            current = ar_db.get(conn, ar_id, lock=True)
+            if current is None or release_time(current) is None:
+                return False    # another agent released it meanwhile
+            request = json.loads(current["request"])
+            request.pop(RELEASE_AT, None)
+            ar_db.update_fields(conn, ar_id, {"request": json.dumps(request, sort_keys=True), "updated": now})
+            _hold(conn, ar_id, -1)
+            return True
+
+        if run_in_transaction(runtime.engine, work):
+            released.append(row["ar_id"])
+    if released:
+        forget(runtime)
+    return released
 
 
 def _hold(conn: Connection, ar_id: int, sign: int) -> None:
@@ -513,7 +611,8 @@ def manage(runtime: Runtime, now: datetime) -> dict[str, Any]:
     r -> x at the end (jobs killed first, resources given back), E/W when a granted
     queue is lost and back when it returns; mail on -m b/e/a. Safe to run twice at once:
     every change is conditional on the state read."""
-    report = {"started": [], "ended": [], "error": [], "recovered": []}
+    report = {"started": [], "ended": [], "error": [], "recovered": [],
+              "released": release_deleted(runtime, now)}
     with reading(runtime.engine) as conn:
         rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
     for row in rows:
@@ -655,6 +754,8 @@ def reserved_slots(runtime: Runtime) -> dict[str, float]:
     """Slots reserved now (by running reservations) per scope, for `wms queues`."""
     with reading(runtime.engine) as conn:
         rows = ar_db.active_bookings(conn, [s.value for s in STARTED])
+        held = [r["ar_id"] for r in ar_db.deleted_holding(conn, RELEASE_AT) if release_time(r)]
+        rows += [b for bookings in ar_db.bookings_of(conn, held).values() for b in bookings]
     out: dict[str, float] = {}
     for b in rows:
         if b["resource"] == "slots":

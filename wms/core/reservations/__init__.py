@@ -4,7 +4,8 @@
 * ``states``: the AR states and the transitions between them;
 * ``access``: who may create a reservation, who may use a queue (user_lists);
 * ``calendar``: usage of every resource over time, as a step function;
-* ``grant``: choosing queues and booking what a reservation asks for.
+* ``grant``: choosing queues and booking what a reservation asks for;
+* ``ids``: the id range and its wraparound.
 
 Nothing here does I/O: the services read the database and the
 configuration, call these functions, and store what they decide.

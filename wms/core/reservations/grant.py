@@ -44,6 +44,7 @@ REASON_UNLIMITED_QUEUE = "jobs without a runtime limit (h_rt) run in this queue"
 REASON_UNLIMITED_HOST = "jobs without a runtime limit (h_rt) run on host {host}"
 REASON_FULL = "{level} {resource}: {amount} needed, {free} of {capacity} free during the window"
 REASON_FEW_SLOTS = "only {got} slots free in the window, {need} needed"
+REASON_NOT_MASTER = "not in the -masterq list: cannot hold the master task"
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class Request:
     interactive: bool = False
     # -alloc: $fill_up, $round_robin, $pe_slots or slots per queue (IZ 285).
     allocation: str | None = None
+    # -masterq: the queues (wc_queue_list) the first, master allocation must be in.
+    master_queues: tuple[str, ...] = ()
 
     @property
     def spreads(self) -> bool:
@@ -255,12 +258,17 @@ def decide(table: ComplexTable, request: Request, candidates: Sequence[Candidate
     bookings: list[Booking] = []
     wanted = request.slots_max
     parallel = request.spreads
-    # Largest free share first, so a parallel reservation spans few queues.
-    order = sorted(usable, key=lambda c: (-_max_slots(table, request, c, wanted, True, work), c.label))
+    # Largest free share first, so a parallel reservation spans few queues;
+    # with -masterq the queues that may hold the master task come first.
+    order = sorted(usable, key=lambda c: (not is_master_queue(request, c),
+                                          -_max_slots(table, request, c, wanted, True, work), c.label))
     for cand in order:
         if wanted == 0:
             break
         first = not allocations
+        if first and not is_master_queue(request, cand):
+            reasons[cand.label] = REASON_NOT_MASTER
+            continue
         cap = min(wanted, request.per_queue or wanted)
         take = _max_slots(table, request, cand, cap, first, work)
         if not parallel and take < request.slots_min:
@@ -281,6 +289,14 @@ def decide(table: ComplexTable, request: Request, candidates: Sequence[Candidate
             reasons["slots"] = REASON_FEW_SLOTS.format(got=got, need=request.slots_min)
         return Decision(False, NOT_GRANTED, reasons=reasons)
     return Decision(True, "granted", allocations, _merged(bookings), reasons)
+
+
+def is_master_queue(request: Request, cand: Candidate) -> bool:
+    """Whether ``cand`` may hold the master task (always, without -masterq)."""
+    if not request.master_queues:
+        return True
+    return any(_queue_matches(q, cand.queue) and (h is None or (cand.host and match_pattern(h, cand.host)))
+               for q, h in map(split_queue_pattern, request.master_queues))
 
 
 def _max_slots(table: ComplexTable, request: Request, cand: Candidate, wanted: int, master: bool,

@@ -39,6 +39,8 @@ class ReservationSpec:
     pe: str | None = None
     pe_slots: str | None = None
     allocation: str | None = None
+    # -masterq: where the master task of the parallel jobs may run (qrsub(1)).
+    master_queues: list[str] = field(default_factory=list)
     ckpt: str | None = None
     mail_options: str = "n"
     mail_list: list[str] = field(default_factory=list)
@@ -118,14 +120,20 @@ def build_request(table: ComplexTable, cluster: Any, owner: str, spec: Reservati
     for pattern in spec.queues:
         if not pattern.strip():
             raise InvalidInput("-q: empty queue name")
+    if spec.master_queues and spec.pe is None:
+        raise InvalidInput("-masterq: only meaningful for a parallel reservation, together with -pe")
+    for pattern in spec.master_queues:
+        if not pattern.strip():
+            raise InvalidInput("-masterq: empty queue name")
     request = Request(window=window, acl=acl, hard=hard, queue_patterns=tuple(p.strip() for p in spec.queues),
                       slots_min=slots[0], slots_max=slots[1], pe=spec.pe, ckpt=spec.ckpt or None,
-                      interactive=spec.interactive, allocation=allocation)
+                      interactive=spec.interactive, allocation=allocation,
+                      master_queues=tuple(p.strip() for p in spec.master_queues))
     stored = {
         "resources": {name: cx_rules.format_value(table.resolve(name), value)
                       for name, value in hard.items()},
         "queues": list(request.queue_patterns), "pe": spec.pe, "pe_range": list(slots), "ckpt": spec.ckpt,
-        "allocation": allocation,
+        "allocation": allocation, "masterq": list(request.master_queues),
         "interactive": spec.interactive,
     }
     check_name(spec.name)
