@@ -4,8 +4,9 @@ debits and their return.
 The claim is built to be safe with many Matchers on one database:
 
 * the job row is picked with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL and
-  MariaDB, so concurrent claimers take different jobs instead of waiting
-  on each other; SQLite serialises writers (BEGIN IMMEDIATE);
+  MariaDB (inside their claim function / procedure), so concurrent
+  claimers take different jobs instead of waiting on each other; SQLite
+  serialises writers (BEGIN IMMEDIATE);
 * the status change is conditional (``WHERE status = 'Waiting'``);
 * each debit is a conditional update, ``used + amount <= capacity``, so a
   consumable can never be overbooked whatever the interleaving: a debit
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -65,107 +67,63 @@ def ensure_usage_rows(conn: Connection, keys: Iterable[tuple[str, str]]) -> None
     insert_ignoring_duplicates(conn, resource_usage, rows, ["scope", "resource"])
 
 
-# The claim path's statements are built once: building SQLAlchemy
-# expressions per call costs more than executing them on SQLite.
-_BEST_WAITING = (
-    select(jobs.c.job_id, jobs.c.owner, jobs.c.vo, jobs.c.cpu_time, job_jdls.c.jdl)
-    .join(job_jdls, job_jdls.c.job_id == jobs.c.job_id)
-    .where(jobs.c.task_queue_id == bindparam("tq_id"), jobs.c.status == WAITING)
-    .order_by(jobs.c.priority.desc(), jobs.c.job_id)
-    .limit(1)
-)
-_BEST_WAITING_LOCKED = _BEST_WAITING.with_for_update(of=jobs, skip_locked=True)
-_DEBIT = (
-    update(resource_usage)
-    .where(
-        resource_usage.c.scope == bindparam("b_scope"),
-        resource_usage.c.resource == bindparam("b_resource"),
-        resource_usage.c.used + bindparam("amount") <= bindparam("capacity"),
-    )
-    .values(used=resource_usage.c.used + bindparam("amount"))
-)
+@dataclass(frozen=True)
+class Placement:
+    """Where a claimed job goes, to whom, and until when the claim holds without confirmation."""
+
+    pilot_id: str
+    site: str
+    queue: str
+    host: str
+    slots: int
+    lease_expires: datetime
+    minor_status: str
+    now: datetime
+
+    def params(self) -> dict[str, Any]:
+        return {"pilot": self.pilot_id, "site": self.site, "queue": self.queue, "host": self.host,
+                "slots": self.slots, "lease": self.lease_expires, "minor": self.minor_status, "now": self.now}
 
 
-_CLAIM_VALUES = dict(
-    status="Matched",
-    minor_status=bindparam("m_minor"),
-    pilot_id=bindparam("m_pilot"),
-    site=bindparam("m_site"),
-    queue=bindparam("m_queue"),
-    host=bindparam("m_host"),
-    slots=bindparam("m_slots"),
-    lease_expires=bindparam("m_lease", type_=jobs.c.lease_expires.type),
-    matched_time=bindparam("m_now", type_=jobs.c.matched_time.type),
-    last_update_time=bindparam("m_now", type_=jobs.c.last_update_time.type),
-)
-_MARK_MATCHED = (
-    update(jobs).where(jobs.c.job_id == bindparam("m_job_id"), jobs.c.status == WAITING).values(**_CLAIM_VALUES)
-)
+# The statement form of the claim (SQLite), built once: building SQLAlchemy
+# expressions per call costs more than executing them on SQLite. Writers
+# are serialised there (BEGIN IMMEDIATE), so no row locks are needed.
 _BEST_WAITING_ID = (
     select(jobs.c.job_id)
     .where(jobs.c.task_queue_id == bindparam("tq_id"), jobs.c.status == WAITING)
     .order_by(jobs.c.priority.desc(), jobs.c.job_id)
     .limit(1)
 )
-# One statement: pick the best waiting job, mark it Matched, return it with
-# its JDL (PostgreSQL and SQLite; MariaDB has no UPDATE .. RETURNING).
 # SQLite's RETURNING may not name the FROM tables: the JDL is read after.
-_CLAIM_RETURNING_SQLITE = (
+_CLAIM_RETURNING = (
     update(jobs)
     .where(jobs.c.job_id == _BEST_WAITING_ID.scalar_subquery(), jobs.c.status == WAITING)
-    .values(**_CLAIM_VALUES)
+    .values(
+        status="Matched",
+        minor_status=bindparam("minor"),
+        pilot_id=bindparam("pilot"),
+        site=bindparam("site"),
+        queue=bindparam("queue"),
+        host=bindparam("host"),
+        slots=bindparam("slots"),
+        lease_expires=bindparam("lease", type_=jobs.c.lease_expires.type),
+        matched_time=bindparam("now", type_=jobs.c.matched_time.type),
+        last_update_time=bindparam("now", type_=jobs.c.last_update_time.type),
+    )
     .returning(jobs.c.job_id, jobs.c.cpu_time)
 )
 _JDL = select(job_jdls.c.jdl).where(job_jdls.c.job_id == bindparam("j_job_id"))
-_CLAIM_RETURNING_LOCKED = (
-    update(jobs)
-    .where(
-        jobs.c.job_id == job_jdls.c.job_id,
-        jobs.c.job_id == _BEST_WAITING_ID.with_for_update(skip_locked=True).scalar_subquery(),
-        jobs.c.status == WAITING,
-    )
-    .values(**_CLAIM_VALUES)
-    .returning(jobs.c.job_id, jobs.c.cpu_time, job_jdls.c.jdl)
-)
 
 
-def claim_job(
-    conn: Connection,
-    tq_id: int,
-    *,
-    pilot_id: str,
-    site: str,
-    queue: str,
-    host: str,
-    slots: int,
-    lease_expires: datetime,
-    minor_status: str,
-    now: datetime,
-) -> dict[str, Any] | None:
-    """Waiting -> Matched for the best waiting job of a task queue; the job (id, cpu_time, jdl) or None.
-
-    On PostgreSQL the job row is chosen with FOR UPDATE SKIP LOCKED, so
-    concurrent claimers take different jobs instead of queueing; SQLite
-    serialises writers; MariaDB selects with SKIP LOCKED then updates.
-    """
-    params = {"tq_id": tq_id, "m_minor": minor_status, "m_pilot": pilot_id, "m_site": site, "m_queue": queue,
-              "m_host": host, "m_slots": slots, "m_lease": lease_expires, "m_now": now}
-    dialect = conn.dialect.name
-    if dialect == "postgresql":
-        row = conn.execute(_CLAIM_RETURNING_LOCKED, params).mappings().first()
-        return dict(row) if row is not None else None
-    if dialect == "sqlite":
-        row = conn.execute(_CLAIM_RETURNING_SQLITE, params).mappings().first()
-        if row is None:
-            return None
-        return {**row, "jdl": conn.execute(_JDL, {"j_job_id": row["job_id"]}).scalar_one()}
-    job = select_waiting_job(conn, tq_id)
-    if job is None:
+def claim_job(conn: Connection, tq_id: int, placement: Placement) -> dict[str, Any] | None:
+    """Waiting -> Matched for the best waiting job of a task queue (highest
+    priority, then oldest); the job (id, cpu_time, jdl) or None. The
+    statement form, which SQLite uses; PostgreSQL and MariaDB run the same
+    inside ``claim_in_one_call``."""
+    row = conn.execute(_CLAIM_RETURNING, {"tq_id": tq_id, **placement.params()}).mappings().first()
+    if row is None:
         return None
-    params["m_job_id"] = job["job_id"]
-    if conn.execute(_MARK_MATCHED, params).rowcount != 1:
-        return None
-    return job
+    return {**row, "jdl": conn.execute(_JDL, {"j_job_id": row["job_id"]}).scalar_one()}
 
 
 class DebitDoesNotFit(Exception):
@@ -206,18 +164,7 @@ def one_call_commits_itself(conn_or_engine: Any) -> bool:
 
 
 def claim_in_one_call(
-    conn: Connection,
-    tq_id: int,
-    *,
-    pilot_id: str,
-    site: str,
-    queue: str,
-    host: str,
-    slots: int,
-    lease_expires: datetime,
-    minor_status: str,
-    now: datetime,
-    source: str,
+    conn: Connection, tq_id: int, placement: Placement, *, source: str,
     debits: Sequence[tuple[str, str, float, float]],
 ) -> dict[str, Any] | None:
     """The whole claim in one round trip: claim_job, every debit (scope,
@@ -225,8 +172,7 @@ def claim_in_one_call(
     Matched history entry. The job or None; raises DebitDoesNotFit when a
     consumable is full (the caller's transaction must then roll back; on
     PostgreSQL the failed statement already undid everything)."""
-    params = {"tq_id": tq_id, "pilot": pilot_id, "site": site, "queue": queue, "host": host, "slots": slots,
-              "lease": lease_expires, "minor": minor_status, "now": now, "source": source}
+    params = {"tq_id": tq_id, "source": source, **placement.params()}
     if conn.dialect.name == "postgresql":
         params.update({"scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
                        "amounts": [float(d[2]) for d in debits], "capacities": [float(d[3]) for d in debits]})
@@ -255,14 +201,15 @@ def _full_debit_index(exc: DBAPIError) -> int | None:
     return None
 
 
-def select_waiting_job(conn: Connection, tq_id: int) -> dict[str, Any] | None:
-    """The best waiting job of a task queue (highest priority, then oldest) with its JDL, locked.
-
-    SKIP LOCKED: a job another Matcher is claiming is passed over, not waited for.
-    """
-    stmt = _BEST_WAITING if conn.dialect.name == "sqlite" else _BEST_WAITING_LOCKED
-    row = conn.execute(stmt, {"tq_id": tq_id}).mappings().first()
-    return dict(row) if row is not None else None
+_DEBIT = (
+    update(resource_usage)
+    .where(
+        resource_usage.c.scope == bindparam("b_scope"),
+        resource_usage.c.resource == bindparam("b_resource"),
+        resource_usage.c.used + bindparam("amount") <= bindparam("capacity"),
+    )
+    .values(used=resource_usage.c.used + bindparam("amount"))
+)
 
 
 def debit(conn: Connection, scope: str, resource: str, amount: float, capacity: float) -> bool:

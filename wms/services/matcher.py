@@ -290,13 +290,8 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     rolls back, the claim included. The consumable is remembered as full
     for the rest of this request, so task queues needing it are skipped.
     """
-    request = ctx.request
-    lease = runtime.config.settings.match_lease
-    minor = f"Assigned to pilot {request.pilot_id}"
-    job = match_db.claim_job(
-        conn, tq.tq_id, pilot_id=request.pilot_id, site=request.site, queue=request.ref.name, host=request.host,
-        slots=tq.slots, lease_expires=now + timedelta(seconds=lease), minor_status=minor, now=now,
-    )
+    placement = _placement(runtime, ctx, tq, now)
+    job = match_db.claim_job(conn, tq.tq_id, placement)
     if job is None:
         return None
     missed = match_db.debit_all(conn, [(d.scope, d.resource, d.amount, d.capacity) for d in debits])
@@ -304,21 +299,27 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
         d = debits[missed]
         raise _DoesNotFit(_remember_full(ctx, d, match_db.used(conn, d.scope, d.resource), full))
     match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])
-    jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value, "minor_status": minor,
-                                "source": SOURCE_MATCHER, "time": now}])
-    return job_payload(job["job_id"], job["jdl"], tq, lease, job["cpu_time"])
+    jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value,
+                                "minor_status": placement.minor_status, "source": SOURCE_MATCHER, "time": now}])
+    return job_payload(job["job_id"], job["jdl"], tq, runtime.config.settings.match_lease, job["cpu_time"])
+
+
+def _placement(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, now: datetime) -> match_db.Placement:
+    request = ctx.request
+    return match_db.Placement(
+        pilot_id=request.pilot_id, site=request.site, queue=request.ref.name, host=request.host, slots=tq.slots,
+        lease_expires=now + timedelta(seconds=runtime.config.settings.match_lease),
+        minor_status=f"Assigned to pilot {request.pilot_id}", now=now,
+    )
 
 
 def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[levels.Debit],
                        now: datetime, full: dict[tuple[str, str], Verdict]) -> dict | None:
     """_claim's transaction as one call: a PostgreSQL function, a MariaDB procedure."""
-    request = ctx.request
-    lease = runtime.config.settings.match_lease
+    placement = _placement(runtime, ctx, tq, now)
     try:
         job = run_in_transaction(runtime.engine, lambda conn: match_db.claim_in_one_call(
-            conn, tq.tq_id, pilot_id=request.pilot_id, site=request.site, queue=request.ref.name,
-            host=request.host, slots=tq.slots, lease_expires=now + timedelta(seconds=lease),
-            minor_status=f"Assigned to pilot {request.pilot_id}", now=now, source=SOURCE_MATCHER,
+            conn, tq.tq_id, placement, source=SOURCE_MATCHER,
             debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits],
         ), single_statement=match_db.one_call_commits_itself(runtime.engine))
     except match_db.DebitDoesNotFit as exc:
@@ -327,7 +328,7 @@ def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, d
             raise _DoesNotFit(_remember_full(ctx, d, match_db.used(conn, d.scope, d.resource), full)) from None
     if job is None:
         return None
-    return job_payload(job["job_id"], job["jdl"], tq, lease, job["cpu_time"])
+    return job_payload(job["job_id"], job["jdl"], tq, runtime.config.settings.match_lease, job["cpu_time"])
 
 
 def _remember_full(ctx: MatchContext, debit: levels.Debit, used: float,
