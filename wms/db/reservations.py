@@ -32,13 +32,27 @@ def lock_scopes(conn: Connection, scopes: Iterable[str]) -> None:
     wanted = sorted(set(scopes))
     if not wanted:
         return
-    insert_ignoring_duplicates(conn, reservation_locks, [{"scope": s} for s in wanted], ["scope"])
     if conn.dialect.name == "sqlite":
+        insert_ignoring_duplicates(conn, reservation_locks, [{"scope": s} for s in wanted], ["scope"])
         return
-    for chunk in chunked(wanted):
+    # Lock rows that exist first; create only the missing ones. An INSERT
+    # that ignores a duplicate takes a shared lock on the existing row on
+    # MariaDB, and two grants each holding it then both asking for the
+    # exclusive lock deadlock.
+    locked = _lock_existing(conn, wanted)
+    missing = [s for s in wanted if s not in locked]
+    if missing:
+        insert_ignoring_duplicates(conn, reservation_locks, [{"scope": s} for s in missing], ["scope"])
+        _lock_existing(conn, missing)
+
+
+def _lock_existing(conn: Connection, scopes: list[str]) -> set[str]:
+    locked: set[str] = set()
+    for chunk in chunked(scopes):
         stmt = (select(reservation_locks.c.scope).where(reservation_locks.c.scope.in_(chunk))
                 .order_by(reservation_locks.c.scope).with_for_update())
-        conn.execute(stmt).all()
+        locked.update(conn.execute(stmt).scalars().all())
+    return locked
 
 
 # The last id qrsub handed out, kept as a cluster object so the sequence
