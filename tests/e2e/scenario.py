@@ -344,6 +344,16 @@ class Run:
             assert row.queue == f"{row.site}/{row.ce}/{row.pilot_queue}" and row.backend == "local", row
 
     # -- 5. the pools go ------------------------------------------------------------------------
+    def finish(self, database_url: str) -> None:
+        """The scenario's end, the same in every set-up: the long job runs
+        again elsewhere, every job ends Done where it may, and the pools go."""
+        self.follow_long_job(timeout=90)
+        jobs = self.wait_all_done(timeout=90)
+        self.check_placement(jobs)
+        self.check_long_job_rescheduled()
+        self.check_in_the_database(database_url)
+        self.wait_pools_cleaned(timeout=30)
+
     def wait_pools_cleaned(self, timeout: float) -> None:
         wait_until("the SubmitPoolCleaner drops every pool and task queue",
                    lambda: not self.get("/pools") and not self.get("/task-queues"), timeout, self.logs)

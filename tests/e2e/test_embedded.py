@@ -26,12 +26,7 @@ def test_embedded_run_survives_a_dead_pilot(tmp_path):
         run.start_killer()
         run.check_match_queues()
         run.join_killer()
-        run.follow_long_job(timeout=90)
-        jobs = run.wait_all_done(timeout=90)
-        run.check_placement(jobs)
-        run.check_long_job_rescheduled()
-        run.check_in_the_database(database_url)
-        run.wait_pools_cleaned(timeout=30)
+        run.finish(database_url)
         assert server.process is not None and server.process.poll() is None
         assert (tmp_path / "var" / "pilots" / f"{run.killed_pilot}.log").exists()
         print("timings (s):", run.timings)

@@ -110,7 +110,7 @@ def test_jobs_in_an_advance_reservation_are_neither_limited_nor_counted(runtime,
     quotas_service.add(runtime, ADMIN, "{\n name none\n enabled true\n limit to slots=0\n}\n", now)
     from wms.core.match.quotas import QUOTA_LAYER
     from wms.core.match.context import TaskQueueView
-    ctx = matcher.match_context(runtime, pilot())
+    ctx = matcher.match_context(runtime, pilot(), now)
     view = TaskQueueView(tq_id=1, vo="lhcb", owner="roland", owner_group="lhcb_user", priority=1, submit_pool=None,
                          definition={"reservation": 193}, slots=1, hard={}, soft={},
                          charged=((runtime.complexes.resolve("slots"), None),))

@@ -201,23 +201,6 @@ def _full_debit_index(exc: DBAPIError) -> int | None:
     return None
 
 
-_DEBIT = (
-    update(resource_usage)
-    .where(
-        resource_usage.c.scope == bindparam("b_scope"),
-        resource_usage.c.resource == bindparam("b_resource"),
-        resource_usage.c.used + bindparam("amount") <= bindparam("capacity"),
-    )
-    .values(used=resource_usage.c.used + bindparam("amount"))
-)
-
-
-def debit(conn: Connection, scope: str, resource: str, amount: float, capacity: float) -> bool:
-    """Add ``amount`` to the usage if the result stays within ``capacity``; True if it did."""
-    params = {"b_scope": scope, "b_resource": resource, "amount": amount, "capacity": capacity}
-    return conn.execute(_DEBIT, params).rowcount == 1
-
-
 _DEBIT_ALL: dict[int, Any] = {}
 
 
@@ -236,18 +219,12 @@ def debit_all(conn: Connection, debits: Sequence[tuple[str, str, float, float]])
     """Debit every (scope, resource, amount, capacity) if each fits: None if all
     did, else the index of one that did not (the caller rolls back, undoing the others).
 
-    SQLite, which has no row locks and pays for every statement, gets one
-    statement for all. Elsewhere one conditional update per row, in the
-    given (key) order: a multi-row UPDATE would lock its rows in whatever
-    order its plan finds them, and two claims could wait on each other.
-    The rows must exist (``ensure_usage_rows``) and be distinct.
+    One statement for all, the form SQLite's claim uses (it has no row locks
+    and pays for every statement); PostgreSQL and MariaDB debit one row at a
+    time, in key order, inside their claim function and procedure. The rows
+    must exist (``ensure_usage_rows``) and be distinct.
     """
     if not debits:
-        return None
-    if conn.dialect.name != "sqlite":
-        for i, (scope, resource, amount, capacity) in enumerate(debits):
-            if not debit(conn, scope, resource, amount, capacity):
-                return i
         return None
     params: dict[str, object] = {}
     for i, (scope, resource, amount, capacity) in enumerate(debits):

@@ -10,15 +10,14 @@ its complex table and drops the Matcher's caches that depend on it.
 from __future__ import annotations
 
 import socket
-import time
 from datetime import datetime
 
 from wms.core.complexes import ComplexTable
 from wms.core.errors import ConfigError, Forbidden, InvalidInput
 from wms.core.identity import Identity
 from wms.db import cluster_objects as objects_db
-from wms.db.engine import reading
 from wms.services.retry import run_in_transaction
+from wms.services import stored_objects
 from wms.services.runtime import Runtime, check_complex_values
 
 KIND = "complexes"
@@ -27,18 +26,10 @@ SYNC_INTERVAL = 1.0
 
 def sync(runtime: Runtime) -> None:
     """Adopt a complex table another process stored, at most once per SYNC_INTERVAL."""
-    state = runtime.match_cache.setdefault("complexes_sync", {"checked": 0.0, "version": 0})
-    now = time.monotonic()
-    if now - state["checked"] < SYNC_INTERVAL:
-        return
-    state["checked"] = now
-    with reading(runtime.engine) as conn:
-        stored_version = objects_db.version(conn, KIND)
-        if stored_version == state["version"]:
-            return
-        row = objects_db.get_object(conn, KIND)
-    runtime.use_complexes(ComplexTable.parse(row["text"], source="stored complex table"))
-    runtime.match_cache.setdefault("complexes_sync", {})["version"] = stored_version
+    row = stored_objects.changed(runtime, KIND, SYNC_INTERVAL)
+    if row is not None:
+        runtime.use_complexes(ComplexTable.parse(row["text"], source="stored complex table"))
+        stored_objects.adopted(runtime, KIND, row["version"])
 
 
 def show(runtime: Runtime) -> str:
@@ -72,6 +63,5 @@ def modify(runtime: Runtime, identity: Identity, text: str, now: datetime) -> li
     rendered = table.render()
     version = run_in_transaction(runtime.engine, lambda conn: objects_db.put_object(conn, KIND, rendered, identity.user, now))
     runtime.use_complexes(table)
-    runtime.match_cache.setdefault("complexes_sync", {})["version"] = version
-    runtime.match_cache["complexes_sync"]["checked"] = time.monotonic()
+    stored_objects.adopted(runtime, KIND, version)
     return messages

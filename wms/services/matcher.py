@@ -171,8 +171,8 @@ def evaluate(ctx: MatchContext, tq: TaskQueueView, layers=DEFAULT_LAYERS) -> Ver
 
 
 # ---------------------------------------------------------------- the request
-def match_context(runtime: Runtime, request: PilotRequest) -> MatchContext:
-    """The pilot's levels and their usage, read once for the whole request."""
+def match_context(runtime: Runtime, request: PilotRequest, now: datetime) -> MatchContext:
+    """The pilot's levels, the quota sets and the reservations, read once for the whole request."""
     table = runtime.complexes
     static = runtime.match_cache.setdefault("levels", {})
     key = request.ref.name
@@ -193,16 +193,14 @@ def match_context(runtime: Runtime, request: PilotRequest) -> MatchContext:
         pilot_ad=request.ad(),
         resources_for=runtime.resources_for,
         quotas=quotas_service.for_request(runtime),
+        reservations=reservations_service.snapshot(runtime, now),
     )
 
 
 def match_debits(ctx: MatchContext, tq: TaskQueueView) -> list[levels.Debit]:
     """Every debit of a claim, the levels' consumables and the applying quota
     rule instances, in key order: concurrent claimers lock usage rows in one order."""
-    out = levels.debits(ctx, tq)
-    if ctx.quotas is not None:
-        out += quota_layer.debits(ctx, tq)
-    return sorted(out, key=lambda d: (d.scope, d.resource))
+    return sorted(levels.debits(ctx, tq) + quota_layer.debits(ctx, tq), key=lambda d: (d.scope, d.resource))
 
 
 def validate_request(runtime: Runtime, request: PilotRequest) -> None:
@@ -224,8 +222,7 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
         draw, views = candidates(runtime, reader, request)
         if not views:
             return MatchResult(None, NO_WAITING)
-        ctx = match_context(runtime, request)
-    ctx.reservations = reservations_service.snapshot(runtime, now)
+        ctx = match_context(runtime, request, now)
     # Draw the order lazily and evaluate as we go: the first eligible task
     # queue in a weighted random order is a proportional draw among the
     # eligible ones (choice.py), so most requests evaluate a handful of task

@@ -18,7 +18,6 @@ process, compiled for the Matcher, changed by qconf, shown by qquota
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -38,6 +37,7 @@ from wms.db import cluster_objects as objects_db
 from wms.db import quotas as quotas_db
 from wms.db.engine import reading
 from wms.services import complexes as complexes_service
+from wms.services import stored_objects
 from wms.services.access import ADMINS
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -84,23 +84,19 @@ def sync(runtime: Runtime) -> dict[str, Any]:
     The state is replaced whole (never filled in place), so concurrent
     requests of one process see either the old or the new rule sets.
     """
+    row = stored_objects.changed(runtime, KIND, SYNC_INTERVAL)
+    if row is not None:
+        return _adopt(runtime, row["version"], _parse_stored(runtime, row["text"]))
     state = runtime.match_cache.get("rqs")
-    now = time.monotonic()
-    if state is not None and now - state["checked"] < SYNC_INTERVAL:
-        return state
-    with reading(runtime.engine) as conn:
-        version = objects_db.version(conn, KIND)
-        if state is not None and version == state["version"]:
-            state["checked"] = now
-            return state
-        row = objects_db.get_object(conn, KIND) if version else None
-    sets = _parse_stored(runtime, row["text"]) if row else initial_rule_sets(runtime)
-    return _adopt(runtime, version, sets, now)
+    if state is None:       # never stored: the sets of config/rqs/ apply
+        return _adopt(runtime, 0, initial_rule_sets(runtime))
+    return state
 
 
-def _adopt(runtime: Runtime, version: int, sets: list[RuleSet], checked: float) -> dict[str, Any]:
-    state = {"checked": checked, "version": version, "sets": sets, "compiled_for": None}
+def _adopt(runtime: Runtime, version: int, sets: list[RuleSet]) -> dict[str, Any]:
+    state = {"version": version, "sets": sets, "compiled_for": None}
     runtime.match_cache["rqs"] = state
+    stored_objects.adopted(runtime, KIND, version)
     return state
 
 
@@ -157,7 +153,7 @@ def _change(runtime: Runtime, identity: Identity, now: datetime,
         stored = run_in_transaction(
             runtime.engine, lambda conn: objects_db.replace_if_version(conn, KIND, text, version, identity.user, now))
         if stored:
-            _adopt(runtime, version + 1, new, time.monotonic())
+            _adopt(runtime, version + 1, new)
             return messages
     raise Conflict("resource quota sets are being changed by others; try again")
 

@@ -63,10 +63,10 @@ class Runtime:
     def use_complexes(self, table: ComplexTable) -> None:
         """Adopt a new complex table (qconf -Mc): everything derived from the old one goes."""
         self._complexes = table
-        keep = self.match_cache.get("complexes_sync")
+        # Every cache goes, the record of adopted stored objects with it: the
+        # caller records the table's version next (stored_objects.adopted),
+        # and other objects are read again, against the new table.
         self.match_cache.clear()
-        if keep is not None:
-            self.match_cache["complexes_sync"] = keep
 
     def chain_env(self, now: datetime) -> ChainEnv:
         return ChainEnv(

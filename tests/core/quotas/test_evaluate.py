@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from tests.core.quotas.test_parser import TABLE
+from tests.core.quotas.test_parser import RULESETS, TABLE
 from wms.core.quotas.evaluate import JobFacts, QuotaRules, exempt
 from wms.core.quotas.filters import Groups
 from wms.core.quotas.parser import parse_rule_sets
@@ -39,18 +39,7 @@ def charges(quota: QuotaRules, facts: JobFacts, requests=None, slots=1, host_val
     return {(c.label, c.scope, c.resource): (c.amount, c.capacity) for c in found}, refusal
 
 
-COMPILER_LIC = rules("""
-{
-   name ruleset1
-   limit users roland to compiler_lic=3
-   limit projects * to compiler_lic=2
-   limit users * to compiler_lic=1
-}
-{
-   name ruleset2
-   limit users * to compiler_lic=20
-}
-""")
+COMPILER_LIC = rules(RULESETS)     # the specification's ruleset1 / ruleset2 example
 
 
 def test_roland_always_gets_his_three_licences_even_in_a_project():
