@@ -56,6 +56,14 @@ def used(conn: Connection, scope: str, resource: str) -> float:
     return float(conn.execute(stmt).scalar() or 0.0)
 
 
+def holders(conn: Connection, scope: str, resource: str, limit: int = 5) -> list[int]:
+    """The first ``limit`` jobs (by id) holding a positive amount of ``resource`` at ``scope``."""
+    stmt = (select(job_debits.c.job_id)
+            .where(job_debits.c.scope == scope, job_debits.c.resource == resource, job_debits.c.amount > 0)
+            .order_by(job_debits.c.job_id).limit(limit))
+    return list(conn.execute(stmt).scalars().all())
+
+
 def all_usage(conn: Connection) -> dict[tuple[str, str], float]:
     stmt = select(resource_usage.c.scope, resource_usage.c.resource, resource_usage.c.used)
     return {(s, r): float(u) for s, r, u in conn.execute(stmt).all()}

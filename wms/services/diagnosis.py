@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from wms.core.complexes import format_value
+from wms.core.complexes import Relop, format_value
 from wms.core.identity import Identity
 from wms.core.match import levels
 from wms.core.match.context import GLOBAL_SCOPE, MatchContext, PilotRequest, host_scope, queue_scope
@@ -47,6 +47,8 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
             pool = pools_db.get_pool(conn, tq.submit_pool)
             pool_queues = {"/".join(q) for q in pool["queues"]} if pool else set()
         usage = match_db.all_usage(conn)
+        holders = {key: match_db.holders(conn, *key) for key, used in usage.items()
+                   if used > 0 and _exclusive_row(runtime, key[1])}
     eligible = 0
     snapshot = reservations_service.snapshot(runtime, now)
     for ref in runtime.resources_for(tq.vo).queues():
@@ -60,7 +62,7 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
                                        params.get("complex_values") or {}, request),
             usage=usage, complexes=runtime.complexes, pilot_ad={}, resources_for=runtime.resources_for,
             reservations=snapshot,
-            quotas=quotas_service.for_request(runtime, usage),
+            quotas=quotas_service.for_request(runtime, usage), holders=holders,
         )
         entry = {"Queue": ref.name, "Layer": "", "Code": Code.OK.value, "Reason": ELIGIBLE}
         if pool_queues is not None and ref.name not in pool_queues:
@@ -80,6 +82,12 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
                       "the host level is judged when a pilot asks" if eligible
                       else f"no queue can run job {job_id} now")
     return out
+
+
+def _exclusive_row(runtime: Runtime, resource: str) -> bool:
+    """A usage row of an EXCL complex or of its job count."""
+    cx = runtime.complexes.get(resource.removesuffix(levels.JOBS_SUFFIX))
+    return cx is not None and cx.relop is Relop.EXCL
 
 
 def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
@@ -107,7 +115,11 @@ def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
                 continue
             capacity = levels.parse_values(table, {key: raw}, name)[cx.name]
             used = usage.get((scope, cx.name), 0.0)
-            if cx.name == "slots":
+            if cx.relop is Relop.EXCL:
+                # Who uses the exclusive complex: an exclusive job, or how many others.
+                others = usage.get((scope, levels.jobs_resource(cx.name)), 0.0)
+                consumables[cx.name] = "exclusive" if used else f"{int(others)} jobs" if capacity else "not offered"
+            elif cx.name == "slots":
                 resv = reserved.get(scope, 0.0)
                 slots = f"{int(resv)}/{int(used - resv + inside.get(scope, 0.0))}/{int(capacity)}"
             else:

@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
+from wms.core.complexes import fits
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.jdl import parse_one
@@ -59,6 +60,11 @@ DEFAULT_LAYERS = (ReservationLayer(), quota_layer.QUOTA_LAYER, *levels.LEVEL_LAY
 class MatchResult:
     job: dict[str, Any] | None
     reason: str = ""
+
+
+# Within one request: (scope, resource) found full -> (its usage then, the
+# jobs in the way when it is an exclusive complex).
+FullMemo = dict[tuple[str, str], tuple[float, list[int]]]
 
 
 class _DoesNotFit(Exception):
@@ -230,7 +236,7 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
     # waits until no eligible one without violations is left, then the
     # fewest go first.
     denials: dict[str, int] = {}
-    full: dict[tuple[str, str], Verdict] = {}
+    full: FullMemo = {}
     with_violations: list[tuple[int, TaskQueueView]] = []
     for tq_id in draw.order(rng):
         view = views[tq_id]
@@ -255,13 +261,16 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
 
 
 def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,
-               denials: dict[str, int], full: dict[tuple[str, str], Verdict]) -> dict[str, Any] | None:
+               denials: dict[str, int], full: FullMemo) -> dict[str, Any] | None:
     debits = match_debits(ctx, view)
     for debit in debits:
-        verdict = full.get((debit.scope, debit.resource))
-        # Full at a capacity at least this debit's (reservations may lower it per task queue).
-        if verdict is not None and verdict.detail.get("capacity", debit.capacity) >= debit.capacity:
-            denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
+        # A consumable found full earlier in this request rules out only the
+        # debits that do not fit beside what was in use then: another task
+        # queue may need less of it (complex(5): per job category).
+        known = full.get((debit.scope, debit.resource))
+        if known is not None and not fits(debit.amount, debit.capacity, known[0]):
+            reason = _full_verdict(ctx, debit, *known).reason
+            denials[reason] = denials.get(reason, 0) + 1
             return None
     create_usage_rows(runtime, debits)
     try:
@@ -280,12 +289,13 @@ def summarise(denials: dict[str, int]) -> str:
 
 
 def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueView, debits: list[levels.Debit],
-           now: datetime, full: dict[tuple[str, str], Verdict]) -> dict | None:
+           now: datetime, full: FullMemo) -> dict | None:
     """One attempt, one transaction: claim the best waiting job, then debit what it takes.
 
     A debit that does not fit raises _DoesNotFit and the whole attempt
-    rolls back, the claim included. The consumable is remembered as full
-    for the rest of this request, so task queues needing it are skipped.
+    rolls back, the claim included. The consumable's usage is remembered
+    for the rest of this request, so task queues needing more of it than
+    is free are skipped.
     """
     placement = _placement(runtime, ctx, tq, now)
     job = match_db.claim_job(conn, tq.tq_id, placement)
@@ -293,8 +303,7 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
         return None
     missed = match_db.debit_all(conn, [(d.scope, d.resource, d.amount, d.capacity) for d in debits])
     if missed is not None:
-        d = debits[missed]
-        raise _DoesNotFit(_remember_full(ctx, d, match_db.used(conn, d.scope, d.resource), full))
+        raise _DoesNotFit(_remember_full(conn, ctx, debits[missed], full))
     match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])
     jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value,
                                 "minor_status": placement.minor_status, "source": SOURCE_MATCHER, "time": now}])
@@ -311,7 +320,7 @@ def _placement(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, now: date
 
 
 def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[levels.Debit],
-                       now: datetime, full: dict[tuple[str, str], Verdict]) -> dict | None:
+                       now: datetime, full: FullMemo) -> dict | None:
     """_claim's transaction as one call: a PostgreSQL function, a MariaDB procedure."""
     placement = _placement(runtime, ctx, tq, now)
     try:
@@ -320,23 +329,29 @@ def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, d
             debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits],
         ), single_statement=match_db.one_call_commits_itself(runtime.engine))
     except match_db.DebitDoesNotFit as exc:
-        d = debits[exc.index]
         with reading(runtime.engine) as conn:
-            raise _DoesNotFit(_remember_full(ctx, d, match_db.used(conn, d.scope, d.resource), full)) from None
+            raise _DoesNotFit(_remember_full(conn, ctx, debits[exc.index], full)) from None
     if job is None:
         return None
     return job_payload(job["job_id"], job["jdl"], tq, runtime.config.settings.match_lease, job["cpu_time"])
 
 
-def _remember_full(ctx: MatchContext, debit: levels.Debit, used: float,
-                   full: dict[tuple[str, str], Verdict]) -> Verdict:
-    """The denial of a full consumable or quota instance, kept for the rest of the request."""
+def _remember_full(conn: Connection, ctx: MatchContext, debit: levels.Debit,
+                   full: FullMemo) -> Verdict:
+    """The denial of a full consumable or quota instance, read once; its usage
+    (and for an exclusive complex the jobs in the way) kept for the rest of the request."""
+    used = match_db.used(conn, debit.scope, debit.resource)
+    holders = match_db.holders(conn, debit.scope, debit.resource) if isinstance(debit, levels.ExclusiveDebit) else []
+    full[(debit.scope, debit.resource)] = (used, holders)
+    return _full_verdict(ctx, debit, used, holders)
+
+
+def _full_verdict(ctx: MatchContext, debit: levels.Debit, used: float, holders: list[int]) -> Verdict:
     if isinstance(debit, quota_layer.QuotaDebit):
-        verdict = quota_layer.full_verdict(ctx, debit, used)
-    else:
-        verdict = levels.full_verdict(ctx, debit, used)
-    full[(debit.scope, debit.resource)] = verdict
-    return verdict
+        return quota_layer.full_verdict(ctx, debit, used)
+    if isinstance(debit, levels.ExclusiveDebit):
+        return levels.exclusive_verdict(ctx, debit, used, holders)
+    return levels.full_verdict(ctx, debit, used)
 
 
 def create_usage_rows(runtime: Runtime, debits: list[levels.Debit]) -> None:

@@ -53,6 +53,9 @@ REASON_INVALID_REQUESTS = "the task queue's resource requests are invalid: {erro
 REASON_FORCED = "{names} must be requested to run here ({level} level)"
 REASON_FULL = "{level} {resource}: {amount} needed, {free} of {capacity} free"
 REASON_TOO_BIG = "{level} {resource}: {amount} needed, only {capacity} in total"
+REASON_EXCLUSIVE_HELD = "{level} {resource}: {jobs} there exclusively"
+REASON_EXCLUSIVE_BUSY = "{level} {resource}: an exclusive job needs it to itself, but {jobs} there"
+REASON_EXCLUSIVE_NOWHERE = "{resource}=TRUE requested, but no level of host {host} or this queue offers it"
 
 
 # ---------------------------------------------------------------- building the levels
@@ -159,6 +162,108 @@ class Debit:
     capacity: float
 
 
+# ---------------------------------------------------------------- exclusive complexes (EXCL)
+# complex(5): an EXCL comparison holds for a job asking to be exclusive only
+# when no other job, exclusive or not, uses the complex; for any other job
+# only when no exclusive job does. "Uses" means runs at the level that
+# defines the complex (Grid Engine counts every job there implicitly). Two
+# usage rows per level make that two conditional debits, so the claim guards
+# it like any consumable: ``NAME`` counts the exclusive jobs (capacity 1) and
+# ``NAME@jobs`` every job there ("@" cannot occur in a complex name).
+#   exclusive job:     NAME +1 within 1,  NAME@jobs +0 within 0 (no job there)
+#   any other job:     NAME +0 within 0 (no exclusive job),  NAME@jobs +1
+JOBS_SUFFIX = "@jobs"
+# A bound no count of jobs at one level reaches; finite, as MariaDB's DOUBLE must be.
+JOBS_CAPACITY = 1e15
+
+
+def jobs_resource(name: str) -> str:
+    return name + JOBS_SUFFIX
+
+
+@dataclass(frozen=True)
+class ExclusiveDebit(Debit):
+    """A debit of an EXCL complex or of its job count; ``exclusive`` says which kind of job takes it."""
+
+    complex_name: str = ""
+    exclusive: bool = False
+
+
+def offers_exclusivity(level: LevelValues, cx: Complex) -> bool:
+    return cx.relop is cx_rules.Relop.EXCL and bool(level.fixed.get(cx.name))
+
+
+def asks_exclusivity(cx: Complex, tq: TaskQueueView) -> bool:
+    return cx_rules.consumable_amount(cx, tq.hard.get(cx.name), tq.slots) > 0
+
+
+def exclusive_debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
+    """Every job takes its part of each EXCL complex its levels offer (see above)."""
+    out: list[Debit] = []
+    for level in ctx.levels:
+        if level.scope is None:
+            continue
+        for name in level.fixed:
+            cx = ctx.complexes.get(name)
+            if cx is None or not offers_exclusivity(level, cx):
+                continue
+            mine = asks_exclusivity(cx, tq)
+            common = dict(level=level.level, scope=level.scope, complex_name=cx.name, exclusive=mine)
+            out.append(ExclusiveDebit(resource=cx.name, amount=1.0 if mine else 0.0,
+                                      capacity=1.0 if mine else 0.0, **common))
+            out.append(ExclusiveDebit(resource=jobs_resource(cx.name), amount=0.0 if mine else 1.0,
+                                      capacity=0.0 if mine else JOBS_CAPACITY, **common))
+    return out
+
+
+def exclusive_reason(level: str, name: str, exclusive: bool, holders: list[int], count: float) -> str:
+    """Why an EXCL comparison fails: the exclusive job there, or the jobs an exclusive job would share with."""
+    shown = ", ".join(str(j) for j in holders)
+    more = max(int(count) - len(holders), 0)
+    if more:
+        shown += f" and {more} more"
+    if not holders:
+        shown = f"{int(count)}"
+    plural = int(count) != 1 or not holders
+    jobs = f"job{'s' if plural else ''} {shown} run{'' if plural else 's'}"
+    if exclusive:
+        return REASON_EXCLUSIVE_BUSY.format(level=level, resource=name, jobs=jobs)
+    return REASON_EXCLUSIVE_HELD.format(level=level, resource=name, jobs=jobs)
+
+
+def exclusive_verdict(ctx: MatchContext, debit: ExclusiveDebit, used: float, holders: list[int]) -> Verdict:
+    """An EXCL debit that did not fit, naming the jobs in the way."""
+    reason = exclusive_reason(debit.level, debit.complex_name, debit.exclusive, holders, used)
+    return not_now(debit.level, reason, resource=debit.complex_name, jobs=holders, used=used)
+
+
+def _exclusive_check(ctx: MatchContext, tq: TaskQueueView, level: LevelValues) -> Verdict:
+    """The EXCL complexes of one level against the usage read for this request (``wms why``).
+
+    On the host level (when a pilot asks) a job asking to be exclusive also
+    needs some level to offer the complex: exclusivity nobody grants is none.
+    """
+    if level.level == HOST and ctx.request.host:
+        for cx, _ in tq.charged:
+            if cx.relop is cx_rules.Relop.EXCL and asks_exclusivity(cx, tq) \
+                    and not any(offers_exclusivity(lv, cx) for lv in ctx.levels):
+                return not_now(HOST, REASON_EXCLUSIVE_NOWHERE.format(resource=cx.name, host=ctx.request.host),
+                               resource=cx.name)
+    if level.scope is None:
+        return ALLOW
+    for name in level.fixed:
+        cx = ctx.complexes.get(name)
+        if cx is None or not offers_exclusivity(level, cx):
+            continue
+        mine = asks_exclusivity(cx, tq)
+        for key in [(level.scope, cx.name)] + ([(level.scope, jobs_resource(cx.name))] if mine else []):
+            used = ctx.usage.get(key, 0.0)
+            if used > 0:
+                reason = exclusive_reason(level.level, cx.name, mine, list(ctx.holders.get(key, ())), used)
+                return not_now(level.level, reason, resource=cx.name, used=used)
+    return ALLOW
+
+
 def _offers(cx: Complex, levels: tuple[LevelValues, ...], upto: str) -> list[Offer]:
     out = []
     for level in levels:
@@ -210,6 +315,8 @@ def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdic
         return never(level_name, REASON_FORCED.format(names=", ".join(forced), level=level_name))
     for cx, requested in tq.charged:
         name = cx.name
+        if cx.relop is cx_rules.Relop.EXCL:
+            continue            # _exclusive_check below
         if cx.is_consumable:
             amount = cx_rules.consumable_amount(cx, requested, tq.slots)
             verdict = _consumable_check(ctx, cx, amount, level)
@@ -227,7 +334,7 @@ def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdic
         if shortfall.level == level_name or (shortfall.level is None and level_name == QUEUE):
             code = Code.NOT_NOW if shortfall.level == HOST or shortfall.source == "load" else Code.NEVER
             return Verdict(code, level_name, shortfall.reason(), {"resource": name})
-    return ALLOW
+    return _exclusive_check(ctx, tq, level)
 
 
 class LevelLayer:
@@ -279,7 +386,7 @@ def debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
     reservation is debited from the reservation's own rows, any other job
     against capacities lowered by what waiting reservations booked.
     """
-    out = _level_debits(ctx, tq)
+    out = _level_debits(ctx, tq) + exclusive_debits(ctx, tq)
     return out if ctx.reservations is None else adjust_debits(ctx, tq, out)
 
 
@@ -287,7 +394,7 @@ def _level_debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
     out = []
     for cx, requested in tq.charged:
         name = cx.name
-        if not cx.is_consumable:
+        if not cx.is_consumable or cx.relop is cx_rules.Relop.EXCL:
             continue
         amount = cx_rules.consumable_amount(cx, requested, tq.slots)
         if amount <= 0:
