@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ADMIN, PILOT, ROLAND
+from tests.helpers import ADMIN, PILOT, ROLAND, run_concurrently
 from wms.config import load_config
 from wms.core.match.context import PilotRequest
 from wms.services import diagnosis
@@ -201,3 +201,16 @@ def test_why_names_the_exclusive_job_and_the_jobs_in_the_way(engine, tmp_path, n
     [waiting] = submit(runtime, now, jdl("excl2 = true"))
     [entry] = diagnosis.why(runtime, ADMIN, waiting, now)["Queues"]
     assert entry["Reason"] == (f"{level} excl2: an exclusive job needs it to itself, but job {plain} runs there")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_many_pilots_at_once_never_share_an_exclusive_level(engine, tmp_path, now, level):
+    runtime = make_runtime(engine, tmp_path / "config", level, {"excl2": "true"})
+    exclusive = set(submit(runtime, now, *[jdl("excl2 = true")] * 4))
+    submit(runtime, now, *[jdl()] * 6)
+    got, errors = run_concurrently(lambda i: match(runtime, now, pilot(f"p{i}", slots=2), i).job, 8)
+    assert errors == []
+    ids = [job["JobID"] for job in got if job]
+    assert len(ids) == len(set(ids)) >= 1
+    if exclusive & set(ids):
+        assert len(ids) == 1, f"an exclusive job shares {level} with {ids}"
