@@ -38,6 +38,14 @@ def put_object(conn: Connection, kind: str, text: str, user: str, now: datetime)
     return version(conn, kind)
 
 
+def ensure(conn: Connection, kind: str, user: str, now: datetime) -> None:
+    """A row for ``kind`` exists: at version 0, never stored, if it is new."""
+    insert_ignoring_duplicates(
+        conn, cluster_objects, [{"kind": kind, "text": "", "version": 0, "updated": now, "updated_by": user}],
+        ["kind"],
+    )
+
+
 def replace_if_version(conn: Connection, kind: str, text: str, expected: int, user: str, now: datetime) -> bool:
     """Store ``text`` only if the stored version is still ``expected`` (0: never stored); True if stored.
 
@@ -46,10 +54,7 @@ def replace_if_version(conn: Connection, kind: str, text: str, expected: int, us
     change is lost.
     """
     if expected == 0:
-        return insert_ignoring_duplicates(
-            conn, cluster_objects, [{"kind": kind, "text": text, "version": 1, "updated": now, "updated_by": user}],
-            ["kind"],
-        ) == 1
+        ensure(conn, kind, user, now)
     result = conn.execute(
         update(cluster_objects)
         .where(cluster_objects.c.kind == kind, cluster_objects.c.version == expected)

@@ -12,8 +12,14 @@ The claim is built to be safe with many Matchers on one database:
   consumable can never be overbooked whatever the interleaving: a debit
   that does not fit changes no row and the caller rolls back.
 
+* the claim names the version of the resource quota sets it applied and
+  is refused (``QuotaSetsChanged``) when another is stored: a change of
+  the sets recounts what running jobs hold, and the usage guard
+  (``guard_usage``, ``lock_usage_for_recount``) keeps claims and releases
+  out while it does.
+
 On PostgreSQL and MariaDB the same statements run inside one stored
-function / procedure (migrations 0006 and 0008; ``claim_in_one_call``);
+function / procedure (migration 0009; ``claim_in_one_call``);
 ``claim_job`` and ``debit_all`` are the statement-by-statement form SQLite
 uses. A change to the claim is made in all three.
 """
@@ -30,7 +36,7 @@ from sqlalchemy import ARRAY, Connection, Double, Text, bindparam, delete, exist
 from sqlalchemy.exc import DBAPIError
 
 from wms.db.engine import insert_ignoring_duplicates
-from wms.db.schema import job_debits, job_jdls, job_outputs, jobs, resource_usage, task_queues
+from wms.db.schema import cluster_objects, job_debits, job_jdls, job_outputs, jobs, resource_usage, task_queues
 
 WAITING = "Waiting"
 
@@ -134,6 +140,42 @@ def claim_job(conn: Connection, tq_id: int, placement: Placement) -> dict[str, A
     return {**row, "jdl": conn.execute(_JDL, {"j_job_id": row["job_id"]}).scalar_one()}
 
 
+# The usage guard. A change of the resource quota sets recounts what every
+# Matched and Running job holds; claims and releases must not interleave
+# with it. PostgreSQL: they take resource_usage in ROW EXCLUSIVE mode, the
+# recount in EXCLUSIVE mode (migration 0009). MariaDB: they take a shared
+# lock on the "rqs" row of cluster_objects, the recount an exclusive one.
+# SQLite serialises writers anyway.
+RULES_KIND = "rqs"
+_RULES_ROW = select(cluster_objects.c.version).where(cluster_objects.c.kind == RULES_KIND)
+
+
+def guard_usage(conn: Connection) -> None:
+    """Wait for a recount in progress, then keep the next one out until this transaction ends."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("LOCK TABLE resource_usage IN ROW EXCLUSIVE MODE"))
+    elif conn.dialect.name in ("mysql", "mariadb"):
+        conn.execute(_RULES_ROW.with_for_update(read=True))
+
+
+def lock_usage_for_recount(conn: Connection) -> None:
+    """Wait for every claim and release in progress, and keep new ones out until this transaction ends."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("LOCK TABLE resource_usage IN EXCLUSIVE MODE"))
+    elif conn.dialect.name in ("mysql", "mariadb"):
+        conn.execute(_RULES_ROW.with_for_update())
+
+
+class QuotaSetsChanged(Exception):
+    """The claim applied resource quota sets that are no longer the stored ones."""
+
+
+def check_rules_version(conn: Connection, version: int) -> None:
+    """The statement form's check (SQLite): the claim's sets are still the stored ones."""
+    if int(conn.execute(_RULES_ROW).scalar() or 0) != version:
+        raise QuotaSetsChanged()
+
+
 class DebitDoesNotFit(Exception):
     """A debit of the one-call claim found its consumable full; ``index`` is its place in the list."""
 
@@ -143,9 +185,10 @@ class DebitDoesNotFit(Exception):
 
 
 DEBIT_FULL_SQLSTATE = "WMS01"
+SETS_CHANGED_SQLSTATE = "WMS02"
 _CLAIM_FUNCTION = text(
     "SELECT job_id, cpu_time, jdl FROM wms_claim_job(:tq_id, :pilot, :site, :queue, :host, :slots, :lease, "
-    ":minor, :now, :source, :scopes, :resources, :amounts, :capacities)"
+    ":minor, :now, :source, :scopes, :resources, :amounts, :capacities, :rules_version)"
 ).bindparams(
     bindparam("lease", type_=jobs.c.lease_expires.type), bindparam("now", type_=jobs.c.matched_time.type),
     bindparam("scopes", type_=ARRAY(Text)), bindparam("resources", type_=ARRAY(Text)),
@@ -154,14 +197,15 @@ _CLAIM_FUNCTION = text(
 
 
 _CLAIM_PROCEDURE = text(
-    "CALL wms_claim_job(:tq_id, :pilot, :site, :queue, :host, :slots, :lease, :minor, :now, :source, :debits)"
+    "CALL wms_claim_job(:tq_id, :pilot, :site, :queue, :host, :slots, :lease, :minor, :now, :source, :debits, "
+    ":rules_version)"
 ).bindparams(bindparam("lease", type_=jobs.c.lease_expires.type), bindparam("now", type_=jobs.c.matched_time.type))
-# MariaDB's procedure signals this, with "WMS01 <index>" as its message.
+# MariaDB's procedure signals this, with "WMS01 <index>" or "WMS02" as its message.
 _MARIADB_SIGNAL = 1644
 
 
 def claims_in_one_call(conn_or_engine: Any) -> bool:
-    """True where the claim is one call: PostgreSQL (migration 0006) and MariaDB (0008)."""
+    """True where the claim is one call: PostgreSQL and MariaDB (migration 0009)."""
     return conn_or_engine.dialect.name in ("postgresql", "mysql", "mariadb")
 
 
@@ -173,14 +217,16 @@ def one_call_commits_itself(conn_or_engine: Any) -> bool:
 
 def claim_in_one_call(
     conn: Connection, tq_id: int, placement: Placement, *, source: str,
-    debits: Sequence[tuple[str, str, float, float]],
+    debits: Sequence[tuple[str, str, float, float]], rules_version: int,
 ) -> dict[str, Any] | None:
-    """The whole claim in one round trip: claim_job, every debit (scope,
-    resource, amount, capacity; given sorted) and record_debits, and the
-    Matched history entry. The job or None; raises DebitDoesNotFit when a
-    consumable is full (the caller's transaction must then roll back; on
+    """The whole claim in one round trip: the usage guard and the check of
+    ``rules_version``, claim_job, every debit (scope, resource, amount,
+    capacity; given sorted) and record_debits, and the Matched history
+    entry. The job or None; raises DebitDoesNotFit when a consumable is
+    full and QuotaSetsChanged when the sets are not those of
+    ``rules_version`` (the caller's transaction must then roll back; on
     PostgreSQL the failed statement already undid everything)."""
-    params = {"tq_id": tq_id, "source": source, **placement.params()}
+    params = {"tq_id": tq_id, "source": source, "rules_version": rules_version, **placement.params()}
     if conn.dialect.name == "postgresql":
         params.update({"scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
                        "amounts": [float(d[2]) for d in debits], "capacities": [float(d[3]) for d in debits]})
@@ -191,6 +237,8 @@ def claim_in_one_call(
     try:
         row = conn.execute(statement, params).mappings().first()
     except DBAPIError as exc:
+        if _refusal(exc) == SETS_CHANGED_SQLSTATE:
+            raise QuotaSetsChanged() from None
         index = _full_debit_index(exc)
         if index is not None:
             raise DebitDoesNotFit(index) from None
@@ -198,15 +246,27 @@ def claim_in_one_call(
     return dict(row) if row is not None and row["job_id"] is not None else None
 
 
+def _refusal(exc: DBAPIError) -> str | None:
+    """WMS01 or WMS02 when the claim refused itself, else None."""
+    orig = exc.orig
+    state = getattr(orig, "sqlstate", None)                              # PostgreSQL
+    if state in (DEBIT_FULL_SQLSTATE, SETS_CHANGED_SQLSTATE):
+        return state
+    args = getattr(orig, "args", ())                                     # MariaDB: "WMS01 <index>", "WMS02"
+    if len(args) == 2 and args[0] == _MARIADB_SIGNAL:
+        word = str(args[1]).split(" ", 1)[0]
+        return word if word in (DEBIT_FULL_SQLSTATE, SETS_CHANGED_SQLSTATE) else None
+    return None
+
+
 def _full_debit_index(exc: DBAPIError) -> int | None:
     """The 0-based index of the debit that did not fit, if that is what ``exc`` says."""
+    if _refusal(exc) != DEBIT_FULL_SQLSTATE:
+        return None
     orig = exc.orig
     if getattr(orig, "sqlstate", None) == DEBIT_FULL_SQLSTATE:            # PostgreSQL: DETAIL is 1-based
         return int(orig.diag.message_detail) - 1
-    args = getattr(orig, "args", ())
-    if len(args) == 2 and args[0] == _MARIADB_SIGNAL and str(args[1]).startswith("WMS01 "):
-        return int(str(args[1]).split()[1])
-    return None
+    return int(str(orig.args[1]).split()[1])
 
 
 _DEBIT_ALL: dict[int, Any] = {}
@@ -256,6 +316,7 @@ def release_debits(conn: Connection, job_ids: Sequence[int]) -> int:
     ids = list(job_ids)
     if not ids:
         return 0
+    guard_usage(conn)
     rows = conn.execute(
         select(job_debits.c.scope, job_debits.c.resource, job_debits.c.amount)
         .where(job_debits.c.job_id.in_(ids))

@@ -191,6 +191,7 @@ def match_context(runtime: Runtime, request: PilotRequest, now: datetime) -> Mat
     # No usage is read here: the claim's conditional debits decide whether a
     # consumable is full, which saves a round trip on every request and is
     # exact where a snapshot would be stale.
+    rules_version, quotas = quotas_service.for_claim(runtime)
     return MatchContext(
         request=request,
         levels=level_values,
@@ -198,7 +199,8 @@ def match_context(runtime: Runtime, request: PilotRequest, now: datetime) -> Mat
         complexes=table,
         pilot_ad=request.ad(),
         resources_for=runtime.resources_for,
-        quotas=quotas_service.for_request(runtime),
+        quotas=quotas,
+        rules_version=rules_version,
         reservations=reservations_service.snapshot(runtime, now),
     )
 
@@ -218,10 +220,26 @@ def validate_request(runtime: Runtime, request: PilotRequest) -> None:
         raise InvalidInput("pilot_id must be given")
 
 
+# Times a request starts again when the resource quota sets changed under it.
+RULES_CHANGED_ATTEMPTS = 3
+RULES_CHANGING = "resource quota sets are being changed: ask again"
+
+
 def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random | None = None) -> MatchResult:
     validate_request(runtime, request)
-    complexes_service.sync(runtime)
     rng = rng or random.Random()
+    for _ in range(RULES_CHANGED_ATTEMPTS):
+        try:
+            return _request_job(runtime, request, now, rng)
+        except match_db.QuotaSetsChanged:
+            # Another process stored new sets (and recounted the running
+            # jobs under them): adopt them now and decide afresh.
+            quotas_service.adopt_now(runtime)
+    return MatchResult(None, RULES_CHANGING)
+
+
+def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random) -> MatchResult:
+    complexes_service.sync(runtime)
     with LazyReader(runtime.engine) as reader:
         if request.pools is None:
             request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))
@@ -297,6 +315,7 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
     for the rest of this request, so task queues needing more of it than
     is free are skipped.
     """
+    match_db.check_rules_version(conn, ctx.rules_version)
     placement = _placement(runtime, ctx, tq, now)
     job = match_db.claim_job(conn, tq.tq_id, placement)
     if job is None:
@@ -326,7 +345,7 @@ def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, d
     try:
         job = run_in_transaction(runtime.engine, lambda conn: match_db.claim_in_one_call(
             conn, tq.tq_id, placement, source=SOURCE_MATCHER,
-            debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits],
+            debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits], rules_version=ctx.rules_version,
         ), single_statement=match_db.one_call_commits_itself(runtime.engine))
     except match_db.DebitDoesNotFit as exc:
         with reading(runtime.engine) as conn:

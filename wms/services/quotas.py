@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
 from wms.core import complexes as cx_rules
 from wms.core.errors import ConfigError, Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
@@ -34,9 +36,11 @@ from wms.core.quotas.model import FILTER_KINDS, Filter, Rule, RuleSet
 from wms.core.quotas.parser import QuotaSyntaxError, parse_rule_sets
 from wms.core.quotas.render import filter_text, render_set, render_sets
 from wms.db import cluster_objects as objects_db
+from wms.db import matching as match_db
 from wms.db import quotas as quotas_db
 from wms.db.engine import reading
 from wms.services import complexes as complexes_service
+from wms.services import quota_usage
 from wms.services import stored_objects
 from wms.services.access import ADMINS
 from wms.services.retry import run_in_transaction
@@ -109,9 +113,9 @@ def groups(runtime: Runtime) -> Groups:
     return Groups(usersets=cluster.usersets, hostgroups=cluster.hostgroups)
 
 
-def compiled(runtime: Runtime) -> QuotaRules | None:
+def compiled(runtime: Runtime, state: dict[str, Any] | None = None) -> QuotaRules | None:
     """The enabled rule sets compiled for matching; None when none is enabled (the fast path)."""
-    state = sync(runtime)
+    state = state or sync(runtime)
     cluster = runtime.config.cluster
     key = (state["version"], id(runtime.complexes), id(cluster.usersets), id(cluster.hostgroups))
     compiled_now = state.get("compiled_for")
@@ -124,6 +128,21 @@ def compiled(runtime: Runtime) -> QuotaRules | None:
 def for_request(runtime: Runtime, usage: dict[tuple[str, str], float] | None = None) -> QuotaRequest | None:
     rules = compiled(runtime)
     return QuotaRequest(rules, usage) if rules is not None else None
+
+
+def for_claim(runtime: Runtime) -> tuple[int, QuotaRequest | None]:
+    """The version of the sets this process applies, and them compiled for a pilot's request.
+
+    The claim names the version: it is refused if the stored sets are newer.
+    """
+    state = sync(runtime)
+    rules = compiled(runtime, state)
+    return state["version"], QuotaRequest(rules) if rules is not None else None
+
+
+def adopt_now(runtime: Runtime) -> None:
+    """Read the stored sets at the next use, whatever the interval (a claim found them changed)."""
+    stored_objects.look_again(runtime, KIND)
 
 
 # ---------------------------------------------------------------- changing
@@ -141,6 +160,8 @@ def _change(runtime: Runtime, identity: Identity, now: datetime,
     """Apply ``change`` to the stored sets, guarded by the version; retried if another change came first."""
     _check_admin(identity)
     complexes_service.sync(runtime)
+    # The row the usage guard locks on MariaDB (migration 0009 creates it).
+    run_in_transaction(runtime.engine, lambda conn: objects_db.ensure(conn, KIND, identity.user, now))
     for _ in range(20):
         with reading(runtime.engine) as conn:
             version = objects_db.version(conn, KIND)
@@ -150,12 +171,22 @@ def _change(runtime: Runtime, identity: Identity, now: datetime,
         text = render_sets(new)
         # What is stored must read back with the current complexes.
         _validated(runtime, text, "resulting resource quota sets")
-        stored = run_in_transaction(
-            runtime.engine, lambda conn: objects_db.replace_if_version(conn, KIND, text, version, identity.user, now))
+        stored = run_in_transaction(runtime.engine, lambda conn: _store(runtime, conn, new, text, version, identity, now))
         if stored:
             _adopt(runtime, version + 1, new)
             return messages
     raise Conflict("resource quota sets are being changed by others; try again")
+
+
+def _store(runtime: Runtime, conn: Connection, sets: list[RuleSet], text: str, version: int, identity: Identity,
+           now: datetime) -> bool:
+    """Store the new sets if the stored ones are still ``version``, and recount
+    what running jobs hold under them, in one transaction (quota_usage.py)."""
+    match_db.lock_usage_for_recount(conn)
+    if not objects_db.replace_if_version(conn, KIND, text, version, identity.user, now):
+        return False
+    quota_usage.recount(runtime, conn, sets, groups(runtime))
+    return True
 
 
 def _validated(runtime: Runtime, text: str, source: str) -> list[RuleSet]:

@@ -35,3 +35,8 @@ def changed(runtime: Runtime, kind: str, interval: float) -> dict[str, Any] | No
 def adopted(runtime: Runtime, kind: str, version: int) -> None:
     """This process now uses ``version`` of ``kind`` (it read it, or wrote it itself)."""
     _state(runtime, kind).update(version=version, checked=time.monotonic())
+
+
+def look_again(runtime: Runtime, kind: str) -> None:
+    """Compare with the stored version at the next ``changed`` call, whatever the interval."""
+    _state(runtime, kind)["checked"] = float("-inf")

@@ -88,6 +88,9 @@ class MatchContext:
     reservations: Any = None
     # The enabled resource quota sets for this request (match/quotas.py), None when there are none.
     quotas: Any = None
+    # The version of the stored resource quota sets ``quotas`` comes from:
+    # the claim is refused when it is no longer the stored one.
+    rules_version: int = 0
     # (scope, resource) -> ids of some jobs holding it, read with the usage
     # (``wms why`` names the jobs in the way of an exclusive complex).
     holders: Mapping[tuple[str, str], list[int]] = field(default_factory=dict)

@@ -51,10 +51,14 @@ class QuotaDebit(Debit):
 
 
 def facts(ctx: MatchContext, tq: TaskQueueView) -> JobFacts:
+    return job_facts(tq, ctx.request.ref.name, ctx.request.host)
+
+
+def job_facts(tq: TaskQueueView, queue: str, host: str | None) -> JobFacts:
+    """What the filters see of a job of ``tq`` in ``queue`` (Site/CE/Queue) on ``host``."""
     definition = tq.definition
     return JobFacts(user=tq.owner, project=definition.get("project") or None,
-                    pe=definition.get("parallel_environment") or None,
-                    queue=ctx.request.ref.name, host=ctx.request.host or None)
+                    pe=definition.get("parallel_environment") or None, queue=queue, host=host or None)
 
 
 def host_value(ctx: MatchContext, name: str) -> Any:

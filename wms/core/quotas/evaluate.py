@@ -229,6 +229,19 @@ class QuotaRules:
         return charges, None
 
 
+    def held(self, facts: JobFacts, charged: Iterable[tuple[Any, Any]], slots: int) -> list[tuple[str, str, float]]:
+        """(scope, resource, amount) a job that runs holds of every rule instance applying to it.
+
+        Counted whatever the limits say: a set added or enabled while jobs
+        run counts them all, even past its limit (no new job is then
+        matched until usage is below it again).
+        """
+        amounts = self.amounts(charged, slots)
+        return [(rule.scope(facts), cx.name, amounts[cx.name])
+                for rule in self.applying(facts) for _, cx, _ in rule.limits
+                if cx.is_consumable and amounts.get(cx.name, 0.0) > 0]
+
+
 def full_reason(table: ComplexTable, label: str, resource: str, used: float, capacity: float, who: str) -> str:
     """``exceeds limit "ruleset1/3" (compiler_lic=1/1 for user bob)``."""
     cx = table.resolve(resource)
