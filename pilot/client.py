@@ -158,17 +158,24 @@ class Client:
             raise NetworkError("POST /matcher/request-job: expected an object")
         return answer
 
+    # Every job call quotes the attempt (the job's hand-out) when known: the
+    # server refuses those of an attempt that is over (HTTP 409).
+
     def pilot_status(
-        self, job_id: int, pilot_id: str, status: str, minor_status: str, exit_code: int | None
+        self, job_id: int, pilot_id: str, status: str, minor_status: str, exit_code: int | None,
+        attempt: int | None = None,
     ) -> dict[str, Any]:
-        body = {"pilot_id": pilot_id, "status": status, "minor_status": minor_status, "exit_code": exit_code}
+        body = {"pilot_id": pilot_id, "status": status, "minor_status": minor_status, "exit_code": exit_code,
+                "attempt": attempt}
         return self.call("POST", f"/jobs/{job_id}/pilot-status", body)
 
-    def heartbeat(self, job_id: int, pilot_id: str) -> dict[str, Any]:
-        answer = self.call("POST", f"/jobs/{job_id}/heartbeat", {"pilot_id": pilot_id})
+    def heartbeat(self, job_id: int, pilot_id: str, attempt: int | None = None) -> dict[str, Any]:
+        answer = self.call("POST", f"/jobs/{job_id}/heartbeat", {"pilot_id": pilot_id, "attempt": attempt})
         return answer if isinstance(answer, dict) else {}
 
-    def output(self, job_id: int, pilot_id: str, stdout: str, stderr: str, truncated: bool) -> Any:
-        body = {"pilot_id": pilot_id, "stdout": stdout, "stderr": stderr, "truncated": truncated}
+    def output(self, job_id: int, pilot_id: str, stdout: str, stderr: str, truncated: bool,
+               attempt: int | None = None) -> Any:
+        body = {"pilot_id": pilot_id, "stdout": stdout, "stderr": stderr, "truncated": truncated,
+                "attempt": attempt}
         return self.call("POST", f"/jobs/{job_id}/output", body)
 

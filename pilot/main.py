@@ -4,8 +4,9 @@ Lifecycle
     1. Probe the node (:mod:`pilot.probe`).
     2. Pools: ``--pools``, else one ``GET /matcher/submit-pools`` for the
        pilot's Site/CE/Queue (the TaskQueueDirector case). If that call fails
-       the pilot asks with ``pools: null`` rather than dying; if the queue
-       serves no pool at all there is nothing to do and it exits 0.
+       the pilot asks with ``pools: null`` rather than dying. A queue that
+       serves no pool still runs the jobs without requirements (they have
+       no pool and may run anywhere their VO may), so the pilot asks anyway.
     3. One slot worker thread per slot, like DIRAC's pool computing
        element. Match requests are serialised by a lock, so the ``slots``
        each one sends is exact and a multi-slot job can never overbook the
@@ -52,7 +53,7 @@ from typing import Any
 from pilot import logs
 from pilot.client import DEFAULT_URL, Client, ClientError, load_token
 from pilot.probe import NodeInfo, cpu_count, hostname, probe_node
-from pilot.runner import DEFAULT_OUTPUT_LIMIT, JobSpec, Reporter, Stop, run_job
+from pilot.runner import DEFAULT_OUTPUT_LIMIT, DEFAULT_PATIENCE, JobSpec, Reporter, Stop, run_job
 
 log = logging.getLogger("pilot")
 
@@ -100,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--platform", help="DIRAC platform (default: probed, e.g. x86_64-el9)")
     p.add_argument("--http-timeout", type=float, default=30.0, help="seconds per HTTP call")
     p.add_argument("--retries", type=int, default=3, help="retries of a failed HTTP call")
+    p.add_argument("--patience", type=float, default=DEFAULT_PATIENCE,
+                   help="seconds a finished job's output upload and report are retried while the server is away")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    type=str.upper)
     return p
@@ -131,6 +134,7 @@ class Settings:
     http_timeout: float
     retries: int
     log_level: str
+    patience: float = DEFAULT_PATIENCE
 
 
 def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settings:
@@ -146,6 +150,8 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settin
             parser.error(f"--{name.replace('_', '-')} must not be negative")
     if args.slots is not None and args.slots < 1:
         parser.error("--slots must be at least 1")
+    if args.patience < 0:
+        parser.error("--patience must not be negative")
     for name in ("poll", "heartbeat", "lifetime"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name} must be positive")
@@ -172,6 +178,7 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settin
         http_timeout=args.http_timeout,
         retries=args.retries,
         log_level=args.log_level,
+        patience=args.patience,
     )
 
 
@@ -204,17 +211,17 @@ class Pilot:
 
     # -- server calls ------------------------------------------------------------
 
-    def resolve_pools(self) -> bool:
-        """Fill ``self.pools``; False when the queue serves no pool at all."""
+    def resolve_pools(self) -> None:
+        """Fill ``self.pools`` from the Matcher when not given."""
         if self.pools is not None:
-            return True
+            return
         try:
             self.pools = self.client.submit_pools(self.s.site, self.s.ce, self.s.queue)
         except ClientError as exc:
             log.error("could not get the submit pools (%s); asking with pools=null", exc)
-            return True
-        log.info("submit pools of %s/%s/%s: %s", self.s.site, self.s.ce, self.s.queue, self.pools or "none")
-        return bool(self.pools)
+            return
+        log.info("submit pools of %s/%s/%s: %s", self.s.site, self.s.ce, self.s.queue,
+                 ", ".join(self.pools) if self.pools else "none (only jobs without requirements may come)")
 
     def request_body(self, free: int) -> dict[str, Any]:
         """The request-job body of the contract, with a fresh load sample."""
@@ -233,12 +240,13 @@ class Pilot:
             "pilot_id": self.s.pilot_id,
         }
 
-    def reporter(self) -> Reporter:
-        pid = self.s.pilot_id
+    def reporter(self, attempt: int | None) -> Reporter:
+        """The server calls for one job, quoting the attempt it was handed out in."""
+        pid, client = self.s.pilot_id, self.client
         return Reporter(
-            status=lambda job_id, status, minor, code: self.client.pilot_status(job_id, pid, status, minor, code),
-            heartbeat=lambda job_id: bool(self.client.heartbeat(job_id, pid).get("Kill")),
-            output=lambda job_id, out, err, cut: self.client.output(job_id, pid, out, err, cut),
+            status=lambda job_id, status, minor, code: client.pilot_status(job_id, pid, status, minor, code, attempt),
+            heartbeat=lambda job_id: bool(client.heartbeat(job_id, pid, attempt).get("Kill")),
+            output=lambda job_id, out, err, cut: client.output(job_id, pid, out, err, cut, attempt),
         )
 
     # -- slot workers --------------------------------------------------------
@@ -312,11 +320,12 @@ class Pilot:
                 result = run_job(
                     spec,
                     self.workdir,
-                    self.reporter(),
+                    self.reporter(spec.attempt),
                     heartbeat_interval=self.s.heartbeat,
                     output_limit=self.s.output_limit,
                     grace=self.s.grace,
                     stop=self.stop,
+                    patience=self.s.patience,
                 )
                 log.info("slot %d: job %d %s: %s", index, spec.job_id, result.status, result.minor_status)
             except Exception:  # a bug in one job's handling must not end the pilot
@@ -329,9 +338,7 @@ class Pilot:
         """Run the workers until they all end; returns the exit code."""
         log.info("node %s: %d cores, arch %s, platform %s, %d slot(s), lifetime %.0f s",
                  self.node.host, self.node.cores, self.node.arch, self.node.platform, self.s.slots, self.s.lifetime)
-        if not self.resolve_pools():
-            log.info("no submit pool for this queue: nothing to do")
-            return EXIT_OK
+        self.resolve_pools()
         workers = [
             threading.Thread(target=self.slot_worker, args=(i,), name=f"slot-{i}", daemon=True)
             for i in range(self.s.slots)

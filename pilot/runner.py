@@ -73,6 +73,11 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PRIVATE_ENV = ("WMS_TOKEN",)
 
 DONE_MINOR = "Execution Complete"
+# How long the output upload and the final report are retried across a
+# server outage, and the longest wait between two tries.
+DEFAULT_PATIENCE = 300.0
+PATIENCE_STEP_MAX = 30.0
+OUTPUT_LOST_MINOR = "Output not stored: {error}"
 RUNNING_MINOR = "Application"
 
 
@@ -95,6 +100,8 @@ class JobSpec:
     job_id: int
     executable: str
     arguments: str = ""
+    # Which hand-out of the job this is; every report quotes it (fencing).
+    attempt: int | None = None
     slots: int = 1
     lease: float | None = None
     limits: Limits = field(default_factory=Limits)
@@ -113,6 +120,7 @@ class JobSpec:
         env = job.get("Environment") or {}
         return cls(
             job_id=int(job["JobID"]),
+            attempt=None if job.get("Attempt") is None else int(job["Attempt"]),
             executable=str(job.get("Executable") or ""),
             arguments=str(job.get("Arguments") or ""),
             slots=max(1, int(job.get("Slots") or 1)),
@@ -367,16 +375,44 @@ def run_job(
     grace: float = 10.0,
     poll_interval: float = 0.5,
     stop: Stop | None = None,
+    patience: float = DEFAULT_PATIENCE,
 ) -> JobResult:
     """Run ``spec`` to its end and report it; never raises for job trouble.
 
     Starts the child only once its Running report is confirmed, heartbeats every
     ``heartbeat_interval`` seconds, enforces the limits (module docstring),
     uploads the tails of stdout/stderr (``output_limit`` bytes each) and
-    reports Done or Failed with the exit code.
+    reports Done or Failed with the exit code. The upload and the final
+    report are retried for up to ``patience`` seconds across server
+    outages; Done is reported only once the output is stored.
     """
     with job_context(spec.job_id):
-        return _run(spec, Path(workdir), reporter, heartbeat_interval, output_limit, grace, poll_interval, stop)
+        return _run(spec, Path(workdir), reporter, heartbeat_interval, output_limit, grace, poll_interval, stop,
+                    patience)
+
+
+def _patiently(call: Callable[[], Any], what: str, patience: float, sleep: Callable[[float], Any] = time.sleep
+               ) -> tuple[bool | None, str]:
+    """``call()`` until it succeeds or ``patience`` seconds are spent (each call has
+    its own short retries); (True, ""), (False, why) when the job is no longer
+    ours, (None, the last error) when the server stayed out of reach."""
+    deadline = time.monotonic() + patience
+    delay = 1.0
+    while True:
+        try:
+            call()
+            return True, ""
+        except JobLost as exc:
+            log.warning("%s: job is no longer ours (%s)", what, exc)
+            return False, str(exc)
+        except ClientError as exc:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.error("could not %s, giving up: %s", what, exc)
+                return None, str(exc)
+            log.warning("could not %s (%s); again in %.0f s", what, exc, min(delay, left))
+            sleep(min(delay, left))
+            delay = min(delay * 2, PATIENCE_STEP_MAX)
 
 
 def _report(reporter: Reporter, spec: JobSpec, status: str, minor: str, exit_code: int | None) -> bool | None:
@@ -401,6 +437,7 @@ def _run(
     grace: float,
     poll_interval: float,
     stop: Stop | None,
+    patience: float,
 ) -> JobResult:
     started = time.monotonic()
     job_dir = job_directory(workdir, spec.job_id)
@@ -509,16 +546,16 @@ def _run(
         return JobResult(spec.job_id, abandon, minor, exit_code, job_dir, cpu, wall)
 
     final = "Done" if verdict is None and exit_code == 0 else "Failed"
+    # The output stays in the job directory until the server has stored it.
     stdout, cut_out = read_tail(job_dir / STDOUT_NAME, output_limit)
     stderr, cut_err = read_tail(job_dir / STDERR_NAME, output_limit)
     truncated = cut_out or cut_err
-    try:
-        reporter.output(spec.job_id, stdout, stderr, truncated)
-    except JobLost as exc:
-        log.warning("output: job is no longer ours (%s)", exc)
+    stored, error = _patiently(lambda: reporter.output(spec.job_id, stdout, stderr, truncated), "upload output",
+                               patience)
+    if stored is False:
         return JobResult(spec.job_id, "Lost", "No longer this pilot's job", exit_code, job_dir, cpu, wall, truncated)
-    except ClientError as exc:
-        log.error("could not upload output: %s", exc)
-    sent = _report(reporter, spec, final, minor, exit_code)
+    if stored is None:        # never Done without its output: say what happened
+        final, minor = "Failed", OUTPUT_LOST_MINOR.format(error=error)[:500]
+    sent, _ = _patiently(lambda: reporter.status(spec.job_id, final, minor, exit_code), f"report {final}", patience)
     return JobResult(spec.job_id, "Lost" if sent is False else final, minor, exit_code, job_dir, cpu, wall,
                      truncated, reported=bool(sent))

@@ -95,7 +95,7 @@ def test_runs_jobs_then_stops_after_empty_answers(server, tokens, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
     steps = [(h["Status"], h["MinorStatus"], h["Source"]) for h in history(server, tokens, done)][-3:]
-    assert steps == [("Matched", f"Assigned to pilot {PILOT_ID}", "Matcher"),
+    assert steps == [("Matched", f"Assigned to pilot {PILOT_ID} (attempt 1)", "Matcher"),
                      ("Running", "Application", f"Pilot {PILOT_ID}"),
                      ("Done", "Execution Complete", f"Pilot {PILOT_ID}")]
     row = status(server, tokens, done)
@@ -156,13 +156,18 @@ def test_tags_and_load_reach_the_matcher(server, tokens, tmp_path):
     assert status(server, tokens, tagged)["Status"] == "Done"
 
 
-def test_queue_without_pools_ends_at_once(server, tokens, tmp_path):
-    # No job of these tests may run on the ARM queue, so no pool serves it.
-    proc = run_pilot(server, tokens, tmp_path, site=("LCG.CERN.ch", "ce02.cern.ch", "arm"))
+def test_a_queue_without_pools_still_asks_for_jobs_without_requirements(server, tokens, tmp_path):
+    # The README's pilot: no --pools. No pool serves the ARM queue, but a job
+    # without requirements has no pool and may run there: the pilot asks.
+    proc = run_pilot(server, tokens, tmp_path, "--slots", "1", site=("LCG.CERN.ch", "ce02.cern.ch", "arm"))
     assert proc.returncode == 0, proc.stderr
-    assert "submit pools of LCG.CERN.ch/ce02.cern.ch/arm: none" in proc.stderr
-    assert "no submit pool for this queue: nothing to do" in proc.stderr
-    assert no_match_lines(proc.stderr) == []
+    assert "submit pools of LCG.CERN.ch/ce02.cern.ch/arm: none (only jobs without requirements may come)" \
+        in proc.stderr
+    assert len(no_match_lines(proc.stderr)) == 2                      # --max-empty 2, with the reason
+    [plain] = submit(server, tokens, tmp_path, '[ Executable = "/bin/true"; CPUTime = 300; ]')
+    local = run_pilot(server, tokens, tmp_path, "--slots", "1")
+    assert local.returncode == 0, local.stderr
+    assert status(server, tokens, plain)["Status"] == "Done"
 
 
 def test_max_empty_per_slot(server, tokens, tmp_path):

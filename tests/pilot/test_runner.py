@@ -257,10 +257,33 @@ def test_network_trouble_does_not_stop_the_job(tmp_path):
     def output_fails() -> None:
         raise NetworkError("connection reset")
 
-    rec = Recorder(on_heartbeat=down, on_output=output_fails)
+    rec = Recorder(on_heartbeat=down)
     result, rec = run(sh(19, "sleep 0.7; exit 0"), tmp_path, rec, heartbeat_interval=0.2)
     assert result.status == "Done"
     assert rec.statuses[-1] == ("Done", "Execution Complete", 0)
+
+
+def test_the_output_upload_outlasts_a_short_outage(tmp_path):
+    tries = []
+
+    def down_twice() -> None:
+        tries.append(time.monotonic())
+        if len(tries) <= 2:
+            raise NetworkError("connection refused")
+
+    result, rec = run(sh(22, "echo kept"), tmp_path, Recorder(on_output=down_twice), patience=30)
+    assert (result.status, len(tries)) == ("Done", 3)
+    assert rec.outputs == [("kept\n", "", False)] and rec.statuses[-1] == ("Done", "Execution Complete", 0)
+
+
+def test_a_job_whose_output_cannot_be_stored_is_not_done(tmp_path):
+    def output_fails() -> None:
+        raise NetworkError("connection reset")
+
+    result, rec = run(sh(23, "echo lost"), tmp_path, Recorder(on_output=output_fails), patience=1.5)
+    assert result.status == "Failed"
+    assert rec.statuses[-1] == ("Failed", "Output not stored: connection reset", 0)
+    assert (result.workdir / "std.out").read_text() == "lost\n"     # still on the node
 
 
 def test_pilot_stop_terminates_and_reports(tmp_path):

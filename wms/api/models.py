@@ -66,12 +66,18 @@ class PilotStatus(BaseModel):
     status: str
     minor_status: str = ""
     exit_code: int | None = None
+    # The job's hand-out this report is about (the job's "Attempt"): refused
+    # when the job has been handed out again since. Optional for older pilots.
+    attempt: int | None = Field(None, ge=1)
 
 
 class Heartbeat(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pilot_id: str = Field(min_length=1)
+    # The job's hand-out this report is about (the job's "Attempt"): refused
+    # when the job has been handed out again since. Optional for older pilots.
+    attempt: int | None = Field(None, ge=1)
 
 
 class JobOutput(BaseModel):
@@ -81,6 +87,9 @@ class JobOutput(BaseModel):
     stdout: str = ""
     stderr: str = ""
     truncated: bool = False
+    # The job's hand-out this report is about (the job's "Attempt"): refused
+    # when the job has been handed out again since. Optional for older pilots.
+    attempt: int | None = Field(None, ge=1)
 
 
 class ComplexFile(BaseModel):

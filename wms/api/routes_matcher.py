@@ -40,17 +40,18 @@ def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilo
 @router.post("/jobs/{job_id}/pilot-status")
 def pilot_status(job_id: int, body: PilotStatus, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
     return matcher.pilot_status(runtime, caller, job_id, body.pilot_id, body.status, body.minor_status,
-                                body.exit_code, now)
+                                body.exit_code, now, attempt=body.attempt)
 
 
 @router.post("/jobs/{job_id}/heartbeat")
 def heartbeat(job_id: int, body: Heartbeat, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
-    return matcher.heartbeat(runtime, caller, job_id, body.pilot_id, now)
+    return matcher.heartbeat(runtime, caller, job_id, body.pilot_id, now, attempt=body.attempt)
 
 
 @router.post("/jobs/{job_id}/output", status_code=204)
 def upload_output(job_id: int, body: JobOutput, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> None:
-    matcher.store_output(runtime, caller, job_id, body.pilot_id, body.stdout, body.stderr, body.truncated, now)
+    matcher.store_output(runtime, caller, job_id, body.pilot_id, body.stdout, body.stderr, body.truncated, now,
+                         attempt=body.attempt)
 
 
 @router.get("/jobs/{job_id}/output")

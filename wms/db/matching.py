@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ARRAY, Connection, Double, Text, bindparam, delete, exists, insert, select, text, update
+from sqlalchemy import (
+    ARRAY, Connection, Double, String, Text, bindparam, cast, delete, exists, insert, select, text, update,
+)
 from sqlalchemy.exc import DBAPIError
 
 from wms.db.engine import insert_ignoring_duplicates
@@ -114,7 +116,8 @@ _CLAIM_RETURNING = (
     .where(jobs.c.job_id == _BEST_WAITING_ID.scalar_subquery(), jobs.c.status == WAITING)
     .values(
         status="Matched",
-        minor_status=bindparam("minor"),
+        minor_status=bindparam("minor", type_=String) + " (attempt " + cast(jobs.c.attempt + 1, String) + ")",
+        attempt=jobs.c.attempt + 1,
         pilot_id=bindparam("pilot"),
         site=bindparam("site"),
         queue=bindparam("queue"),
@@ -124,14 +127,15 @@ _CLAIM_RETURNING = (
         matched_time=bindparam("now", type_=jobs.c.matched_time.type),
         last_update_time=bindparam("now", type_=jobs.c.last_update_time.type),
     )
-    .returning(jobs.c.job_id, jobs.c.cpu_time)
+    .returning(jobs.c.job_id, jobs.c.cpu_time, jobs.c.attempt, jobs.c.minor_status)
 )
 _JDL = select(job_jdls.c.jdl).where(job_jdls.c.job_id == bindparam("j_job_id"))
 
 
 def claim_job(conn: Connection, tq_id: int, placement: Placement) -> dict[str, Any] | None:
     """Waiting -> Matched for the best waiting job of a task queue (highest
-    priority, then oldest); the job (id, cpu_time, jdl) or None. The
+    priority, then oldest), one attempt more; the job (id, cpu_time, attempt,
+    minor_status, jdl) or None. The
     statement form, which SQLite uses; PostgreSQL and MariaDB run the same
     inside ``claim_in_one_call``."""
     row = conn.execute(_CLAIM_RETURNING, {"tq_id": tq_id, **placement.params()}).mappings().first()
@@ -187,7 +191,7 @@ class DebitDoesNotFit(Exception):
 DEBIT_FULL_SQLSTATE = "WMS01"
 SETS_CHANGED_SQLSTATE = "WMS02"
 _CLAIM_FUNCTION = text(
-    "SELECT job_id, cpu_time, jdl FROM wms_claim_job(:tq_id, :pilot, :site, :queue, :host, :slots, :lease, "
+    "SELECT job_id, cpu_time, jdl, attempt FROM wms_claim_job(:tq_id, :pilot, :site, :queue, :host, :slots, :lease, "
     ":minor, :now, :source, :scopes, :resources, :amounts, :capacities, :rules_version)"
 ).bindparams(
     bindparam("lease", type_=jobs.c.lease_expires.type), bindparam("now", type_=jobs.c.matched_time.type),
@@ -341,22 +345,22 @@ def release_debits(conn: Connection, job_ids: Sequence[int]) -> int:
 def job_placement(conn: Connection, job_id: int) -> dict[str, Any] | None:
     stmt = select(
         jobs.c.job_id, jobs.c.status, jobs.c.owner, jobs.c.pilot_id, jobs.c.queue, jobs.c.host, jobs.c.slots,
-        jobs.c.lease_expires, jobs.c.reschedule_count,
+        jobs.c.lease_expires, jobs.c.reschedule_count, jobs.c.attempt,
     ).where(jobs.c.job_id == job_id)
     row = conn.execute(stmt).mappings().first()
     return dict(row) if row is not None else None
 
 
 def set_pilot_status(
-    conn: Connection, job_id: int, pilot_id: str, expect: Sequence[str], values: dict[str, Any]
+    conn: Connection, job_id: int, pilot_id: str, expect: Sequence[str], values: dict[str, Any],
+    attempt: int | None = None,
 ) -> bool:
-    """Change a job held by ``pilot_id`` whose status is in ``expect``; True if it changed."""
-    stmt = (
-        update(jobs)
-        .where(jobs.c.job_id == job_id, jobs.c.pilot_id == pilot_id, jobs.c.status.in_(list(expect)))
-        .values(**values)
-    )
-    return conn.execute(stmt).rowcount == 1
+    """Change a job held by ``pilot_id`` (in ``attempt``, when given) whose status
+    is in ``expect``; True if it changed."""
+    where = [jobs.c.job_id == job_id, jobs.c.pilot_id == pilot_id, jobs.c.status.in_(list(expect))]
+    if attempt is not None:
+        where.append(jobs.c.attempt == attempt)
+    return conn.execute(update(jobs).where(*where).values(**values)).rowcount == 1
 
 
 def overdue_jobs(conn: Connection, status: str, deadline: Any, cut: datetime, limit: int = 1000) -> list[int]:

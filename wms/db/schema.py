@@ -103,6 +103,9 @@ jobs = Table(
     Column("heartbeat_time", UtcDateTime, nullable=True),
     Column("exit_code", Integer, nullable=True),
     Column("reschedule_count", Integer, nullable=False, default=0, server_default="0"),
+    # Each hand-out of the job is an attempt: the claim counts it up, and
+    # the pilot's reports quote it, so those of an earlier attempt are refused.
+    Column("attempt", Integer, nullable=False, default=0, server_default="0"),
     Index("ix_jobs_owner_status", "owner", "status"),
     Index("ix_jobs_status", "status"),
     # The lease reaper looks for matched jobs whose lease has run out.

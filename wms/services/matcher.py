@@ -325,8 +325,8 @@ def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueV
         raise _DoesNotFit(_remember_full(conn, ctx, debits[missed], full))
     match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])
     jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value,
-                                "minor_status": placement.minor_status, "source": SOURCE_MATCHER, "time": now}])
-    return job_payload(job["job_id"], job["jdl"], tq, runtime.config.settings.match_lease, job["cpu_time"])
+                                "minor_status": job["minor_status"], "source": SOURCE_MATCHER, "time": now}])
+    return job_payload(job, tq, runtime.config.settings.match_lease)
 
 
 def _placement(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, now: datetime) -> match_db.Placement:
@@ -352,7 +352,7 @@ def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, d
             raise _DoesNotFit(_remember_full(conn, ctx, debits[exc.index], full)) from None
     if job is None:
         return None
-    return job_payload(job["job_id"], job["jdl"], tq, runtime.config.settings.match_lease, job["cpu_time"])
+    return job_payload(job, tq, runtime.config.settings.match_lease)
 
 
 def _remember_full(conn: Connection, ctx: MatchContext, debit: levels.Debit,
@@ -386,17 +386,19 @@ def create_usage_rows(runtime: Runtime, debits: list[levels.Debit]) -> None:
         known.update(dict.fromkeys(missing, True))
 
 
-def job_payload(job_id: int, jdl_text: str, tq: TaskQueueView, lease: int, cpu_time: int) -> dict[str, Any]:
-    """What the pilot needs to run the job."""
+def job_payload(job: dict[str, Any], tq: TaskQueueView, lease: int) -> dict[str, Any]:
+    """What the pilot needs to run a claimed job (job_id, jdl, cpu_time, attempt)."""
+    job_id, jdl_text = job["job_id"], job["jdl"]
     description = parse_one(jdl_text, f"job {job_id}")
     return {
         "JobID": job_id,
+        "Attempt": job["attempt"],
         "JDL": jdl_text,
         "Executable": description.executable,
         "Arguments": description.arguments or "",
         "Slots": tq.slots,
         "Lease": lease,
-        "Limits": levels.limits(tq, cpu_time),
+        "Limits": levels.limits(tq, job["cpu_time"]),
         "Environment": {"WMS_JOB_ID": str(job_id)},
     }
 
@@ -411,12 +413,14 @@ PILOT_TRANSITIONS = {
 
 def pilot_status(
     runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, status: str, minor_status: str,
-    exit_code: int | None, now: datetime,
+    exit_code: int | None, now: datetime, attempt: int | None = None,
 ) -> dict[str, Any]:
     """The pilot confirms (Running) or finishes (Done/Failed) a job it holds.
 
     Refused with Conflict when the job is no longer this pilot's (killed,
-    lease expired and given to another): the pilot must stop it.
+    lease expired and given to another), or no longer in ``attempt`` (the
+    hand-out the pilot quotes) because it was handed out again: the pilot
+    must stop it.
     """
     try:
         new = JobStatus(status)
@@ -433,7 +437,7 @@ def pilot_status(
 
     def change(conn: Connection) -> bool:
         expect = [s.value for s in PILOT_TRANSITIONS[new]]
-        if not match_db.set_pilot_status(conn, job_id, pilot_id, expect, values):
+        if not match_db.set_pilot_status(conn, job_id, pilot_id, expect, values, attempt):
             return False
         jobs_db.add_history(conn, [{"job_id": job_id, "status": new.value, "minor_status": minor,
                                     "source": f"{SOURCE_PILOT} {pilot_id}", "time": now}])
@@ -447,20 +451,33 @@ def pilot_status(
             placement = match_db.job_placement(conn, job_id)
         if placement is None:
             raise NotFound(f"no such job: {job_id}")
+        if attempt is not None and placement["attempt"] != attempt:
+            raise Conflict(_superseded(job_id, attempt, placement))
         raise Conflict(f"job {job_id} is not held by pilot {pilot_id} in a state that allows {new.value} "
                        f"(it is {placement['status']})")
     return {"JobID": job_id, "Status": new.value}
 
 
-def heartbeat(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, now: datetime) -> dict[str, Any]:
-    """A running job is alive; tells the pilot to kill it when it was killed meanwhile."""
+def _superseded(job_id: int, attempt: int, placement: dict[str, Any]) -> str:
+    return (f"job {job_id} was handed out again: attempt {attempt} is over, "
+            f"attempt {placement['attempt']} is {placement['status']}")
+
+
+def _holds(placement: dict[str, Any], pilot_id: str, attempt: int | None) -> bool:
+    """Whether the pilot (in the attempt it quotes, when it does) still holds the job."""
+    return placement["pilot_id"] == pilot_id and (attempt is None or placement["attempt"] == attempt)
+
+
+def heartbeat(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, now: datetime,
+              attempt: int | None = None) -> dict[str, Any]:
+    """A running job is alive; tells the pilot to kill it when it was killed or handed out again meanwhile."""
     _check_pilot(identity)
 
     def beat(conn: Connection) -> dict[str, Any] | None:
         placement = match_db.job_placement(conn, job_id)
         if placement is None:
             return None
-        if placement["pilot_id"] == pilot_id and placement["status"] in (JobStatus.RUNNING, JobStatus.MATCHED):
+        if _holds(placement, pilot_id, attempt) and placement["status"] in (JobStatus.RUNNING, JobStatus.MATCHED):
             match_db.set_pilot_status(conn, job_id, pilot_id, [placement["status"]], {"heartbeat_time": now})
             return {"JobID": job_id, "Status": placement["status"], "Kill": False}
         return {"JobID": job_id, "Status": placement["status"], "Kill": True}
@@ -472,18 +489,21 @@ def heartbeat(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, 
 
 
 def store_output(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, stdout: str, stderr: str,
-                 truncated: bool, now: datetime) -> None:
+                 truncated: bool, now: datetime, attempt: int | None = None) -> None:
+    """The output of the job's current attempt, from the pilot that holds it."""
     _check_pilot(identity)
 
-    def store(conn: Connection) -> bool:
+    def store(conn: Connection) -> None:
         placement = match_db.job_placement(conn, job_id)
-        if placement is None or placement["pilot_id"] != pilot_id:
-            return False
+        if placement is None:
+            raise NotFound(f"no such job: {job_id}")
+        if attempt is not None and placement["attempt"] != attempt:
+            raise Conflict(_superseded(job_id, attempt, placement))
+        if placement["pilot_id"] != pilot_id:
+            raise Conflict(f"job {job_id} is not held by pilot {pilot_id}")
         match_db.store_output(conn, job_id, stdout, stderr, truncated, now)
-        return True
 
-    if not run_in_transaction(runtime.engine, store):
-        raise Conflict(f"job {job_id} is not held by pilot {pilot_id}")
+    run_in_transaction(runtime.engine, store)
 
 
 def _check_pilot(identity: Identity) -> None:

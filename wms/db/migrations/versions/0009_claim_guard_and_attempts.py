@@ -1,4 +1,5 @@
-"""The claim checks the version of the resource quota sets it applied.
+"""The claim checks the version of the resource quota sets it applied, and
+numbers each hand-out of a job (fencing).
 
 Revision ID: 0009
 Revises: 0008
@@ -16,6 +17,13 @@ on PostgreSQL the table lock ``resource_usage`` ROW EXCLUSIVE (the recount
 takes EXCLUSIVE), on MariaDB a shared lock on the ``rqs`` row of
 ``cluster_objects`` (the recount takes it exclusively). That row now
 always exists (version 0: the sets of config/rqs/ apply).
+
+Each claim of a job is an attempt with its own number (``jobs.attempt``,
+counted up by the claim, shown in the Matched history entry as "Assigned
+to pilot P (attempt N)"). The pilot quotes it in every report, heartbeat
+and output upload of the job, which are refused once the job has been
+handed out again: a late or revived pilot cannot overwrite the current
+attempt (docs/architecture.md).
 
 The function (PostgreSQL) and the procedure (MariaDB) below replace those
 of migrations 0006 and 0008; SQLite's statement form is in
@@ -46,11 +54,13 @@ CREATE FUNCTION wms_claim_job(
     p_lease timestamp, p_minor text, p_now timestamp, p_source text,
     p_scopes text[], p_resources text[], p_amounts double precision[], p_capacities double precision[],
     p_rules_version integer)
-RETURNS TABLE (job_id bigint, cpu_time integer, jdl text)
+RETURNS TABLE (job_id bigint, cpu_time integer, jdl text, attempt integer)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_job bigint;
     v_cpu integer;
+    v_attempt integer;
+    v_minor text;
 BEGIN
     -- A claim is a lease, not yet a hand-over: it commits without waiting
     -- for its WAL flush; the pilot's Running report, committed durably
@@ -63,15 +73,15 @@ BEGIN
         RAISE EXCEPTION 'resource quota sets changed' USING ERRCODE = 'WMS02';
     END IF;
     UPDATE jobs AS j
-       SET status = 'Matched', minor_status = p_minor, pilot_id = p_pilot, site = p_site, queue = p_queue,
-           host = p_host, slots = p_slots, lease_expires = p_lease, matched_time = p_now,
-           last_update_time = p_now
+       SET status = 'Matched', minor_status = p_minor || ' (attempt ' || (j.attempt + 1) || ')',
+           pilot_id = p_pilot, site = p_site, queue = p_queue, host = p_host, slots = p_slots,
+           lease_expires = p_lease, matched_time = p_now, last_update_time = p_now, attempt = j.attempt + 1
      WHERE j.job_id = (SELECT w.job_id FROM jobs AS w
                         WHERE w.task_queue_id = p_tq_id AND w.status = 'Waiting'
                         ORDER BY w.priority DESC, w.job_id
                         LIMIT 1 FOR UPDATE SKIP LOCKED)
        AND j.status = 'Waiting'
-    RETURNING j.job_id, j.cpu_time INTO v_job, v_cpu;
+    RETURNING j.job_id, j.cpu_time, j.attempt, j.minor_status INTO v_job, v_cpu, v_attempt, v_minor;
     IF v_job IS NULL THEN
         RETURN;
     END IF;
@@ -89,8 +99,8 @@ BEGIN
     INSERT INTO job_debits (job_id, scope, resource, amount)
          SELECT v_job, d.s, d.r, d.a FROM unnest(p_scopes, p_resources, p_amounts) AS d(s, r, a);
     INSERT INTO status_history (job_id, status, minor_status, source, time)
-         VALUES (v_job, 'Matched', p_minor, p_source, p_now);
-    RETURN QUERY SELECT v_job, v_cpu, jj.jdl FROM job_jdls AS jj WHERE jj.job_id = v_job;
+         VALUES (v_job, 'Matched', v_minor, p_source, p_now);
+    RETURN QUERY SELECT v_job, v_cpu, jj.jdl, v_attempt FROM job_jdls AS jj WHERE jj.job_id = v_job;
 END
 $fn$
 """
@@ -107,6 +117,8 @@ BEGIN
     DECLARE v_job BIGINT DEFAULT NULL;
     DECLARE v_cpu INT DEFAULT NULL;
     DECLARE v_version INT DEFAULT 0;
+    DECLARE v_attempt INT DEFAULT NULL;
+    DECLARE v_minor VARCHAR(512);
     DECLARE v_i INT DEFAULT 0;
     DECLARE v_n INT DEFAULT JSON_LENGTH(p_debits);
     DECLARE v_scope VARCHAR(767);
@@ -122,13 +134,14 @@ BEGIN
     IF v_version <> p_rules_version THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'WMS02';
     END IF;
-    SELECT job_id, cpu_time INTO v_job, v_cpu FROM jobs
+    SELECT job_id, cpu_time, attempt + 1 INTO v_job, v_cpu, v_attempt FROM jobs
      WHERE task_queue_id = p_tq_id AND status = 'Waiting'
      ORDER BY priority DESC, job_id LIMIT 1 FOR UPDATE SKIP LOCKED;
     IF v_job IS NOT NULL THEN
-        UPDATE jobs SET status = 'Matched', minor_status = p_minor, pilot_id = p_pilot, site = p_site,
+        SET v_minor = CONCAT(p_minor, ' (attempt ', v_attempt, ')');
+        UPDATE jobs SET status = 'Matched', minor_status = v_minor, pilot_id = p_pilot, site = p_site,
                queue = p_queue, host = p_host, slots = p_slots, lease_expires = p_lease,
-               matched_time = p_now, last_update_time = p_now
+               matched_time = p_now, last_update_time = p_now, attempt = v_attempt
          WHERE job_id = v_job AND status = 'Waiting';
         WHILE v_i < v_n DO
             SET v_scope = JSON_VALUE(p_debits, CONCAT('$[', v_i, '][0]'));
@@ -145,9 +158,9 @@ BEGIN
             SET v_i = v_i + 1;
         END WHILE;
         INSERT INTO status_history (job_id, status, minor_status, source, time)
-             VALUES (v_job, 'Matched', p_minor, p_source, p_now);
+             VALUES (v_job, 'Matched', v_minor, p_source, p_now);
     END IF;
-    SELECT v_job AS job_id, v_cpu AS cpu_time, jdl FROM job_jdls WHERE job_id = v_job;
+    SELECT v_job AS job_id, v_cpu AS cpu_time, jdl, v_attempt AS attempt FROM job_jdls WHERE job_id = v_job;
 END
 """
 
@@ -162,6 +175,8 @@ def _previous(name: str) -> str:
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("attempt", sa.Integer(), nullable=False, server_default="0"))
     bind = op.get_bind()
     objects = sa.table("cluster_objects", sa.column("kind"), sa.column("text"), sa.column("version"),
                        sa.column("updated"), sa.column("updated_by"))
@@ -186,3 +201,5 @@ def downgrade() -> None:
         op.execute("DROP PROCEDURE IF EXISTS wms_claim_job")
         op.execute(_previous("0008"))
     op.execute("DELETE FROM cluster_objects WHERE kind = 'rqs' AND version = 0")
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("attempt")
