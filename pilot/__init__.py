@@ -10,6 +10,8 @@ Modules:
             the server's error detail, HTTP 409 as JobLost)
     runner  one job: working directory, child process group, limits
             (h_rt, s_rt, cpu_time), heartbeats, output tail, final report
+    orphans payloads die with the pilot: a watchdog process and a registry
+            of job sessions that a later pilot on the node cleans up
     logs    log lines with time, pilot id and job id
     main    ``wms-pilot``: options, slot workers, lifecycle, signals
 

@@ -52,6 +52,7 @@ from typing import Any
 
 from pilot import logs
 from pilot.client import DEFAULT_URL, Client, ClientError, load_token
+from pilot.orphans import Sessions, end_orphans, private_dir
 from pilot.probe import NodeInfo, cpu_count, hostname, probe_node
 from pilot.runner import DEFAULT_OUTPUT_LIMIT, DEFAULT_PATIENCE, JobSpec, Reporter, Stop, run_job
 
@@ -69,6 +70,10 @@ def split_list(value: str | None) -> list[str]:
 def default_pilot_id() -> str:
     """host + pid + random: unique even for many pilots on one node."""
     return f"{hostname().split('.')[0]}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def default_state_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"wms-pilot-{os.getuid()}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--platform", help="DIRAC platform (default: probed, e.g. x86_64-el9)")
     p.add_argument("--http-timeout", type=float, default=30.0, help="seconds per HTTP call")
     p.add_argument("--retries", type=int, default=3, help="retries of a failed HTTP call")
+    p.add_argument("--state-dir", help="where this node's pilots record their job sessions, so that a pilot "
+                   "ends those of a dead predecessor (default: wms-pilot-UID in the temporary directory)")
     p.add_argument("--patience", type=float, default=DEFAULT_PATIENCE,
                    help="seconds a finished job's output upload and report are retried while the server is away")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -135,6 +142,7 @@ class Settings:
     retries: int
     log_level: str
     patience: float = DEFAULT_PATIENCE
+    state_dir: Path | None = None
 
 
 def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settings:
@@ -179,14 +187,17 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settin
         retries=args.retries,
         log_level=args.log_level,
         patience=args.patience,
+        state_dir=Path(args.state_dir) if args.state_dir else default_state_dir(),
     )
 
 
 class Pilot:
     """The slot workers and the shared state they need."""
 
-    def __init__(self, settings: Settings, client: Client, workdir: Path, stop: Stop | None = None) -> None:
+    def __init__(self, settings: Settings, client: Client, workdir: Path, stop: Stop | None = None,
+                 sessions: Sessions | None = None) -> None:
         self.s = settings
+        self.sessions = sessions
         self.client = client
         self.workdir = workdir
         self.stop = stop or Stop()
@@ -326,6 +337,7 @@ class Pilot:
                     grace=self.s.grace,
                     stop=self.stop,
                     patience=self.s.patience,
+                    sessions=self.sessions,
                 )
                 log.info("slot %d: job %d %s: %s", index, spec.job_id, result.status, result.minor_status)
             except Exception:  # a bug in one job's handling must not end the pilot
@@ -389,9 +401,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     client = Client(settings.url, settings.token, timeout=settings.http_timeout, retries=settings.retries)
     log.info("pilot %s starting against %s, workdir %s", settings.pilot_id, client.base, workdir)
+    # Payloads die with the pilot, and those of a dead predecessor end now (orphans.py).
     try:
-        return Pilot(settings, client, workdir, stop).run()
+        state_dir = private_dir(settings.state_dir or default_state_dir())
+    except OSError as exc:
+        print(f"wms-pilot: --state-dir: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    ended = end_orphans(state_dir)
+    if ended:
+        log.warning("ended %d job session(s) left by dead pilots on this node", ended)
+    sessions = Sessions(state_dir, settings.pilot_id)
+    sessions.start_watchdog()
+    try:
+        return Pilot(settings, client, workdir, stop, sessions).run()
     finally:
+        sessions.close()
         if own_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 

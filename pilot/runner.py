@@ -62,6 +62,7 @@ from typing import Any
 
 from pilot.client import ClientError, JobLost
 from pilot.logs import job_context
+from pilot.orphans import Sessions
 
 log = logging.getLogger("pilot.runner")
 
@@ -376,6 +377,7 @@ def run_job(
     poll_interval: float = 0.5,
     stop: Stop | None = None,
     patience: float = DEFAULT_PATIENCE,
+    sessions: Sessions | None = None,
 ) -> JobResult:
     """Run ``spec`` to its end and report it; never raises for job trouble.
 
@@ -384,11 +386,13 @@ def run_job(
     uploads the tails of stdout/stderr (``output_limit`` bytes each) and
     reports Done or Failed with the exit code. The upload and the final
     report are retried for up to ``patience`` seconds across server
-    outages; Done is reported only once the output is stored.
+    outages; Done is reported only once the output is stored. The job's
+    session is registered in ``sessions`` while it runs, so that it dies
+    with the pilot (pilot/orphans.py).
     """
     with job_context(spec.job_id):
         return _run(spec, Path(workdir), reporter, heartbeat_interval, output_limit, grace, poll_interval, stop,
-                    patience)
+                    patience, sessions)
 
 
 def _patiently(call: Callable[[], Any], what: str, patience: float, sleep: Callable[[float], Any] = time.sleep
@@ -438,6 +442,7 @@ def _run(
     poll_interval: float,
     stop: Stop | None,
     patience: float,
+    sessions: Sessions | None,
 ) -> JobResult:
     started = time.monotonic()
     job_dir = job_directory(workdir, spec.job_id)
@@ -480,6 +485,8 @@ def _run(
     except (OSError, subprocess.SubprocessError) as exc:
         return failed_to_start(f"Cannot start: {exc}")
     child = _Child(popen)
+    if sessions is not None:
+        sessions.add(child.pgid)
     if limits.cpu_time is not None:
         _set_cpu_rlimit(child.pid, limits.cpu_time, grace)
 
@@ -526,6 +533,8 @@ def _run(
             time.sleep(poll_interval)
 
     child.reap()
+    if sessions is not None:
+        sessions.remove(child.pgid)     # at once: the session id may be reused from now on
     wall = time.monotonic() - started
     cpu = max(cpu_seen, child.cpu_seconds())
     status = child.status or 0

@@ -1,0 +1,137 @@
+"""A payload never outlives its pilot unnoticed: real pilots, real payloads,
+SIGKILL (pilot/orphans.py).
+
+Each payload here would write a marker file a few seconds after it starts;
+a pilot is killed while it runs, and the marker must never appear."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pilot.orphans import SUFFIX, end_orphans, private_dir, start_time
+from tests.pilot.conftest import jdl, submit
+from tests.pilot.test_main import pilot_cmd, pilot_env, wait_for_status
+from tests.helpers import REPO
+
+SLOW = "sleep 3; touch {marker}"
+
+
+def start(server, tokens, tmp_path: Path, state_dir: Path, pilot_id: str) -> subprocess.Popen[str]:
+    cmd = pilot_cmd(server, tmp_path, "--slots", "1", "--state-dir", str(state_dir))
+    cmd[cmd.index("--pilot-id") + 1] = pilot_id
+    return subprocess.Popen(cmd, env=pilot_env(tokens), cwd=REPO, text=True, stderr=subprocess.PIPE)
+
+
+def children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the processes whose parent is ``pid``."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{name}/stat").read_text().rpartition(")")[2].split()
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append((int(name), cmdline))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"
+
+
+def wait_gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def payload_of(pilot: subprocess.Popen[str]) -> int:
+    """The running payload's leader: the pilot's child that is not the watchdog."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = [pid for pid, cmd in children(pilot.pid) if "pilot.orphans" not in cmd]
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError("no payload started")
+
+
+def test_the_payload_dies_with_its_pilot(server, tokens, tmp_path):
+    marker = tmp_path / "marker"
+    [job_id] = submit(server, tokens, tmp_path, jdl(SLOW.format(marker=marker)))
+    pilot = start(server, tokens, tmp_path, tmp_path / "state", "killed-pilot")
+    wait_for_status(server, tokens, [job_id], "Running", pilot)
+    payload = payload_of(pilot)
+    pilot.send_signal(signal.SIGKILL)
+    pilot.wait()
+    assert wait_gone(payload), "the payload outlived its pilot"
+    time.sleep(3.5)
+    assert not marker.exists()
+
+
+def test_a_new_pilot_ends_the_payloads_of_a_dead_predecessor(server, tokens, tmp_path):
+    """The pilot and its watchdog both killed: the next pilot on the node cleans up."""
+    marker = tmp_path / "marker"
+    state = tmp_path / "state"
+    [job_id] = submit(server, tokens, tmp_path, jdl(SLOW.format(marker=marker)))
+    pilot = start(server, tokens, tmp_path, state, "first-pilot")
+    wait_for_status(server, tokens, [job_id], "Running", pilot)
+    payload = payload_of(pilot)
+    [watchdog] = [pid for pid, cmd in children(pilot.pid) if "pilot.orphans" in cmd]
+    os.kill(watchdog, signal.SIGKILL)
+    pilot.send_signal(signal.SIGKILL)
+    pilot.wait()
+    assert alive(payload) and (state / f"first-pilot{SUFFIX}").exists()
+    successor = start(server, tokens, tmp_path, state, "second-pilot")
+    assert wait_gone(payload), "the successor left the orphan running"
+    successor.send_signal(signal.SIGTERM)
+    _, err = successor.communicate(timeout=30)
+    assert "ended 1 job session(s) left by dead pilots on this node" in err
+    assert not (state / f"first-pilot{SUFFIX}").exists()
+    time.sleep(3.5)
+    assert not marker.exists()
+
+
+def test_sessions_of_a_live_pilot_or_a_recycled_pid_are_left_alone(tmp_path):
+    state = private_dir(tmp_path / "state")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        mine = {"pilot_pid": os.getpid(), "pilot_start": start_time(os.getpid()),
+                "sessions": [[sleeper.pid, start_time(sleeper.pid)]]}
+        (state / f"live{SUFFIX}").write_text(json.dumps(mine))
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout.strip()
+        recycled = {"pilot_pid": int(gone), "pilot_start": 1, "sessions": [[sleeper.pid, 12345]]}
+        (state / f"dead{SUFFIX}").write_text(json.dumps(recycled))
+        assert end_orphans(state) == 0
+        assert sleeper.poll() is None
+        assert not (state / f"dead{SUFFIX}").exists() and (state / f"live{SUFFIX}").exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_state_directory_others_may_write_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(OSError, match="must be a directory of this user's alone"):
+        private_dir(shared)
