@@ -19,9 +19,11 @@ The claim is built to be safe with many Matchers on one database:
   out while it does.
 
 On PostgreSQL and MariaDB the same statements run inside one stored
-function / procedure (migration 0009; ``claim_in_one_call``);
-``claim_job`` and ``debit_all`` are the statement-by-statement form SQLite
-uses. A change to the claim is made in all three.
+function / procedure (``claim_in_one_call``; their current text is in
+wms/db/sql/, installed by migrations as frozen copies); ``claim_job`` and
+``debit_all`` are the statement-by-statement form SQLite uses. ``claim``
+is the one entry point; tests/db/test_claim_routines.py runs the same
+cases through it on the three databases.
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
+from wms.core.states import JobStatus
 from wms.db.engine import insert_ignoring_duplicates
+from wms.db.jobs import add_history
 from wms.db.schema import cluster_objects, job_debits, job_jdls, job_outputs, jobs, resource_usage, task_queues
 
-WAITING = "Waiting"
+WAITING = JobStatus.WAITING.value
 
 
 _HAS_WAITING = exists().where(jobs.c.task_queue_id == task_queues.c.tq_id, jobs.c.status == WAITING)
@@ -115,7 +119,7 @@ _CLAIM_RETURNING = (
     update(jobs)
     .where(jobs.c.job_id == _BEST_WAITING_ID.scalar_subquery(), jobs.c.status == WAITING)
     .values(
-        status="Matched",
+        status=JobStatus.MATCHED.value,
         minor_status=bindparam("minor", type_=String) + " (attempt " + cast(jobs.c.attempt + 1, String) + ")",
         attempt=jobs.c.attempt + 1,
         pilot_id=bindparam("pilot"),
@@ -208,6 +212,31 @@ _CLAIM_PROCEDURE = text(
 _MARIADB_SIGNAL = 1644
 
 
+def claim(
+    conn: Connection, tq_id: int, placement: Placement, *, source: str,
+    debits: Sequence[tuple[str, str, float, float]], rules_version: int,
+) -> dict[str, Any] | None:
+    """The claim, in the form of the database: one call on PostgreSQL and
+    MariaDB (``claim_in_one_call``), the same statements one by one on
+    SQLite, whose writers are serialised. Same arguments, answers and
+    refusals everywhere: the job (job_id, cpu_time, attempt, jdl) or None;
+    QuotaSetsChanged; DebitDoesNotFit with the 0-based index of the first
+    debit that did not fit (the caller's transaction then rolls back)."""
+    if claims_in_one_call(conn):
+        return claim_in_one_call(conn, tq_id, placement, source=source, debits=debits, rules_version=rules_version)
+    check_rules_version(conn, rules_version)
+    job = claim_job(conn, tq_id, placement)
+    if job is None:
+        return None
+    missed = debit_all(conn, debits)
+    if missed is not None:
+        raise DebitDoesNotFit(missed)
+    record_debits(conn, job["job_id"], [(s, r, a) for s, r, a, _ in debits])
+    add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value,
+                        "minor_status": job["minor_status"], "source": source, "time": placement.now}])
+    return job
+
+
 def claims_in_one_call(conn_or_engine: Any) -> bool:
     """True where the claim is one call: PostgreSQL and MariaDB (migration 0009)."""
     return conn_or_engine.dialect.name in ("postgresql", "mysql", "mariadb")
@@ -268,9 +297,9 @@ def _full_debit_index(exc: DBAPIError) -> int | None:
     if _refusal(exc) != DEBIT_FULL_SQLSTATE:
         return None
     orig = exc.orig
-    if getattr(orig, "sqlstate", None) == DEBIT_FULL_SQLSTATE:            # PostgreSQL: DETAIL is 1-based
-        return int(orig.diag.message_detail) - 1
-    return int(str(orig.args[1]).split()[1])
+    if getattr(orig, "sqlstate", None) == DEBIT_FULL_SQLSTATE:            # PostgreSQL: in DETAIL
+        return int(orig.diag.message_detail)
+    return int(str(orig.args[1]).split()[1])                           # MariaDB: "WMS01 <index>"
 
 
 _DEBIT_ALL: dict[int, Any] = {}
@@ -371,7 +400,7 @@ def overdue_jobs(conn: Connection, status: str, deadline: Any, cut: datetime, li
 
 def expired_leases(conn: Connection, now: datetime) -> list[int]:
     """Matched jobs whose lease has run out."""
-    return overdue_jobs(conn, "Matched", jobs.c.lease_expires, now)
+    return overdue_jobs(conn, JobStatus.MATCHED.value, jobs.c.lease_expires, now)
 
 
 _CLEARED_PLACEMENT = dict(pilot_id=None, host=None, queue="", lease_expires=None, matched_time=None,
@@ -399,24 +428,25 @@ def reschedule(
     failed = conn.execute(
         update(jobs)
         .where(*where, jobs.c.reschedule_count >= max_reschedule)
-        .values(status="Failed", minor_status=minor_failed, last_update_time=now, end_time=now, lease_expires=None)
+        .values(status=JobStatus.FAILED.value, minor_status=minor_failed, last_update_time=now, end_time=now,
+                lease_expires=None)
     ).rowcount
-    return "Failed" if failed else None
+    return JobStatus.FAILED.value if failed else None
 
 
 def mark_stalled(conn: Connection, job_id: int, cut: datetime, minor_status: str, now: datetime) -> bool:
     """Running -> Stalled for a job whose last heartbeat is older than ``cut``."""
     stmt = (
         update(jobs)
-        .where(jobs.c.job_id == job_id, jobs.c.status == "Running", jobs.c.heartbeat_time < cut)
-        .values(status="Stalled", minor_status=minor_status, last_update_time=now)
+        .where(jobs.c.job_id == job_id, jobs.c.status == JobStatus.RUNNING.value, jobs.c.heartbeat_time < cut)
+        .values(status=JobStatus.STALLED.value, minor_status=minor_status, last_update_time=now)
     )
     return conn.execute(stmt).rowcount == 1
 
 
 def silent_running_jobs(conn: Connection, cut: datetime) -> list[int]:
     """Running jobs whose last heartbeat is older than ``cut``."""
-    return overdue_jobs(conn, "Running", jobs.c.heartbeat_time, cut)
+    return overdue_jobs(conn, JobStatus.RUNNING.value, jobs.c.heartbeat_time, cut)
 
 
 def store_output(conn: Connection, job_id: int, stdout: str, stderr: str, truncated: bool, now: datetime) -> None:

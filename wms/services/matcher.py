@@ -292,9 +292,7 @@ def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: da
             return None
     create_usage_rows(runtime, debits)
     try:
-        if match_db.claims_in_one_call(runtime.engine):
-            return _claim_in_one_call(runtime, ctx, view, debits, now, full)
-        return run_in_transaction(runtime.engine, lambda conn: _claim(runtime, conn, ctx, view, debits, now, full))
+        return _claim(runtime, ctx, view, debits, now, full)
     except _DoesNotFit as exc:
         denials[exc.verdict.reason] = denials.get(exc.verdict.reason, 0) + 1
         return None
@@ -306,26 +304,27 @@ def summarise(denials: dict[str, int]) -> str:
     return "; ".join(f"{reason} ({count} task queue{'s' if count > 1 else ''})" for reason, count in top)
 
 
-def _claim(runtime: Runtime, conn: Connection, ctx: MatchContext, tq: TaskQueueView, debits: list[levels.Debit],
-           now: datetime, full: FullMemo) -> dict | None:
-    """One attempt, one transaction: claim the best waiting job, then debit what it takes.
+def _claim(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[levels.Debit], now: datetime,
+           full: FullMemo) -> dict | None:
+    """One attempt, one transaction (match_db.claim): claim the best waiting job, debit what it takes.
 
-    A debit that does not fit raises _DoesNotFit and the whole attempt
-    rolls back, the claim included. The consumable's usage is remembered
+    A debit that does not fit rolls the whole attempt back, the claim
+    included, and raises _DoesNotFit; the consumable's usage is remembered
     for the rest of this request, so task queues needing more of it than
     is free are skipped.
     """
-    match_db.check_rules_version(conn, ctx.rules_version)
     placement = _placement(runtime, ctx, tq, now)
-    job = match_db.claim_job(conn, tq.tq_id, placement)
+    engine = runtime.engine
+    try:
+        job = run_in_transaction(engine, lambda conn: match_db.claim(
+            conn, tq.tq_id, placement, source=SOURCE_MATCHER,
+            debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits], rules_version=ctx.rules_version,
+        ), single_statement=match_db.one_call_commits_itself(engine))
+    except match_db.DebitDoesNotFit as exc:
+        with reading(engine) as conn:
+            raise _DoesNotFit(_remember_full(conn, ctx, debits[exc.index], full)) from None
     if job is None:
         return None
-    missed = match_db.debit_all(conn, [(d.scope, d.resource, d.amount, d.capacity) for d in debits])
-    if missed is not None:
-        raise _DoesNotFit(_remember_full(conn, ctx, debits[missed], full))
-    match_db.record_debits(conn, job["job_id"], [(d.scope, d.resource, d.amount) for d in debits])
-    jobs_db.add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value,
-                                "minor_status": job["minor_status"], "source": SOURCE_MATCHER, "time": now}])
     return job_payload(job, tq, runtime.config.settings.match_lease)
 
 
@@ -336,23 +335,6 @@ def _placement(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, now: date
         lease_expires=now + timedelta(seconds=runtime.config.settings.match_lease),
         minor_status=f"Assigned to pilot {request.pilot_id}", now=now,
     )
-
-
-def _claim_in_one_call(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[levels.Debit],
-                       now: datetime, full: FullMemo) -> dict | None:
-    """_claim's transaction as one call: a PostgreSQL function, a MariaDB procedure."""
-    placement = _placement(runtime, ctx, tq, now)
-    try:
-        job = run_in_transaction(runtime.engine, lambda conn: match_db.claim_in_one_call(
-            conn, tq.tq_id, placement, source=SOURCE_MATCHER,
-            debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits], rules_version=ctx.rules_version,
-        ), single_statement=match_db.one_call_commits_itself(runtime.engine))
-    except match_db.DebitDoesNotFit as exc:
-        with reading(runtime.engine) as conn:
-            raise _DoesNotFit(_remember_full(conn, ctx, debits[exc.index], full)) from None
-    if job is None:
-        return None
-    return job_payload(job, tq, runtime.config.settings.match_lease)
 
 
 def _remember_full(conn: Connection, ctx: MatchContext, debit: levels.Debit,

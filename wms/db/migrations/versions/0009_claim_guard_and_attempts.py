@@ -86,14 +86,15 @@ BEGIN
         RETURN;
     END IF;
     -- Debits in the caller's (sorted) order, so claimers lock usage rows
-    -- in one order; one that does not fit aborts the whole claim.
+    -- in one order; one that does not fit aborts the whole claim, naming its
+    -- 0-based index as MariaDB's procedure does.
     FOR i IN 1 .. coalesce(array_length(p_scopes, 1), 0) LOOP
         UPDATE resource_usage AS u
            SET used = u.used + p_amounts[i]
          WHERE u.scope = p_scopes[i] AND u.resource = p_resources[i]
            AND u.used + p_amounts[i] <= p_capacities[i];
         IF NOT FOUND THEN
-            RAISE EXCEPTION 'consumable full' USING ERRCODE = 'WMS01', DETAIL = i::text;
+            RAISE EXCEPTION 'consumable full' USING ERRCODE = 'WMS01', DETAIL = (i - 1)::text;
         END IF;
     END LOOP;
     INSERT INTO job_debits (job_id, scope, resource, amount)
