@@ -52,7 +52,8 @@ def site_director(runtime: Runtime, now: datetime, *, launcher: PilotLauncher) -
                 continue
             argv = pilots_service.pilot_argv(ref, entry["pools"], params, limits, backend.emulates_queues,
                                              launcher.pilot_options)
-            pilots_service.launch_pilots(runtime, launcher, ref, backend_name, ids, argv, now)
+            pilots_service.launch_pilots(runtime, launcher, ref, backend_name, ids, argv, now,
+                                         pilots_service.backend_options(backend, params))
         except Exception as exc:  # noqa: BLE001 - one queue's failure must not stop the others
             log.exception("SiteDirector: submission to %s failed", ref.name)
             report["errors"][ref.name] = str(exc)

@@ -130,3 +130,24 @@ def engine(_migrated_engine: Engine) -> Engine:
     empty_tables(_migrated_engine)
     return _migrated_engine
 
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A one-node Slurm of this session's own (tests/slurm_cluster.py), stopped at the end.
+
+    Missing packages or root: skipped with the reason, a failure under CI=true.
+    """
+    from tests.slurm_cluster import SlurmCluster, why_not_runnable
+
+    reason = why_not_runnable()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    cluster = SlurmCluster()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

@@ -41,6 +41,7 @@ from wms.core.requirements import (
     normalise_resource_value,
     normalise_type_name,
 )
+from wms.core.pilot_backends import backend_parameter_problem
 from wms.core.resources import CES_KEY, QUEUES_KEY, VO_KEY
 
 KeyPath = tuple[Any, ...]
@@ -420,6 +421,9 @@ BUILTIN_PARAMETER_TYPES: dict[str, str] = {
     "MaxTotalPilots": NUMBER,
     "Platform": STRING,
     "Backend": STRING,
+    "Partition": STRING,
+    "SlurmOptions": STRING,
+    "SlurmConf": STRING,
     "Tags": LIST,
     "RequiredTag": LIST,
 }
@@ -589,6 +593,10 @@ class _SitesChecker:
             return _INVALID
         if folded in _COUNT_PARAMETERS and (not isinstance(checked, int) or checked < 0):
             self.add(path, f"expected a whole number >= 0, got {value!r}")
+            return _INVALID
+        problem = backend_parameter_problem(folded, checked)
+        if problem:
+            self.add(path, problem)
             return _INVALID
         return checked
 

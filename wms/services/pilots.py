@@ -35,12 +35,8 @@ from wms.db.engine import reading
 from wms.db import matching as match_db
 from wms.db import pilots as pilots_db
 from wms.db import pools as pools_db
-from wms.services.computing_elements import (
-    BACKEND_TYPES,
-    LocalBackend,
-    PilotArgs,
-    PilotLauncher,
-)
+from wms.services.backends import BACKEND_TYPES
+from wms.services.computing_elements import PilotArgs, PilotLauncher
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
 from wms.services.tokens import create_token
@@ -82,13 +78,12 @@ def make_launcher(
 ) -> PilotLauncher:
     """A launcher with a NEW pilot-role token (create it once, keep it).
 
-    ``backends`` default to one of each type in BACKEND_TYPES (the local one
-    writing pilot logs to ``log_dir``).
+    ``backends`` default to one of each type in BACKEND_TYPES, each writing
+    pilot logs to ``log_dir``.
     """
     token = create_token(runtime.engine, identity, now, description="SiteDirector pilots")
     if backends is None:
-        backends = {name: (kind(log_dir=log_dir) if kind is LocalBackend else kind())
-                    for name, kind in BACKEND_TYPES.items()}
+        backends = {name: kind(log_dir=log_dir) for name, kind in BACKEND_TYPES.items()}
     return PilotLauncher(url=url or server_url(runtime), token=token, backends=dict(backends),
                          pilot_options=tuple(pilot_options))
 
@@ -293,14 +288,23 @@ def pilot_argv(ref: QueueRef, pools: Sequence[str], params: ParameterMap, limits
     return [*argv, *extra]
 
 
+def backend_options(backend: Any, params: ParameterMap) -> dict[str, Any]:
+    """The queue's values of the parameters ``backend`` reads (those it states)."""
+    wanted = getattr(backend, "parameters", ())
+    return {name: value for name in wanted if (value := parameter(params, name)) is not None}
+
+
 def launch_pilots(runtime: Runtime, launcher: PilotLauncher, ref: QueueRef, backend_name: str,
-                  pilot_ids: Sequence[str], argv: Sequence[str], now: datetime) -> list[str]:
+                  pilot_ids: Sequence[str], argv: Sequence[str], now: datetime,
+                  options: Mapping[str, Any] | None = None) -> list[str]:
     """Start the reserved pilots; store their references. A backend that
-    fails marks them Aborted (and the error propagates)."""
+    fails marks them Aborted (and the error propagates). ``options``: the
+    queue's backend parameters (:func:`backend_options`)."""
     if not pilot_ids:
         return []
     backend = launcher.backend(backend_name)
-    args = PilotArgs(url=launcher.url, token=launcher.token, pilot_ids=tuple(pilot_ids), argv=tuple(argv))
+    args = PilotArgs(url=launcher.url, token=launcher.token, pilot_ids=tuple(pilot_ids), argv=tuple(argv),
+                     options=dict(options or {}))
     try:
         refs = backend.submit_pilots(ref, len(pilot_ids), args)
     except Exception:
