@@ -69,7 +69,7 @@ _launchers_lock = threading.Lock()
 
 
 def default_launcher(runtime: Runtime, now: datetime, url: str | None = None,
-                     log_dir: str = "var/pilots") -> PilotLauncher:
+                     log_dir: str | None = None) -> PilotLauncher:
     """The process's launcher for ``runtime``'s database: created (with a new
     pilot token) on first use, then reused. For `wms agents` / Celery, where
     no caller holds a launcher."""
@@ -77,7 +77,8 @@ def default_launcher(runtime: Runtime, now: datetime, url: str | None = None,
     with _launchers_lock:
         launcher = _launchers.get(key)
         if launcher is None:
-            launcher = _launchers[key] = pilots_service.make_launcher(runtime, now, url=key[1], log_dir=log_dir)
+            launcher = _launchers[key] = pilots_service.make_launcher(
+                runtime, now, url=key[1], log_dir=log_dir or runtime.config.settings.pilot_log_dir)
         return launcher
 
 

@@ -225,6 +225,9 @@ class Settings(_Model):
     ] = Field(default_factory=lambda: list(DEFAULT_CPU_TIME_SEGMENTS))
     smtp: SmtpSettings | None = None
     max_jobs_per_submission: PositiveInt = 10000
+    # Pilot logs and exit files of the SiteDirector's backends; for Slurm
+    # pilots a directory the worker nodes share (docs/deployment.md).
+    pilot_log_dir: Annotated[str, Field(min_length=1)] = "var/pilots"
 
     def model_post_init(self, context: Any, /) -> None:
         # Fill in the periods not given; the refresher follows submit_pool_refresh.

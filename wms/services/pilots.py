@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from wms.core.errors import NotFound
 from wms.core.identity import Identity
 from wms.core.resources import ParameterMap, QueueRef
 from wms.core.scheduling import SchedulingRequest, parameter, rejection
@@ -94,6 +95,19 @@ def list_pilots(runtime: Runtime) -> list[dict[str, Any]]:
     with reading(runtime.engine) as conn:
         rows = pilots_db.list_pilots(conn)
     return [pilot_view(row) for row in rows]
+
+
+def pilot_output(runtime: Runtime, pilot_id: str) -> str:
+    """What the pilot printed (stdout and stderr), from its log in ``pilot_log_dir``."""
+    with reading(runtime.engine) as conn:
+        pilot = pilots_db.get_pilot(conn, pilot_id)
+    if pilot is None:
+        raise NotFound(f"no such pilot: {pilot_id}")
+    log = Path(runtime.config.settings.pilot_log_dir) / f"{pilot_id}.log"
+    try:
+        return log.read_text(errors="replace")
+    except FileNotFoundError:
+        raise NotFound(f"pilot {pilot_id} has no log in {log.parent} (yet)") from None
 
 
 def pilot_view(row: Mapping[str, Any]) -> dict[str, Any]:
