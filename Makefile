@@ -4,7 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install clean bench
+# Debian packages of the Slurm tests (they start a one-node Slurm of their own).
+SLURM_PACKAGES := slurm-wlm munge
+
+.PHONY: demo test install clean bench slurm-packages
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +17,20 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) slurm-packages
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Installs what is missing when root on Debian; otherwise says what is missing
+# (the Slurm tests then skip, or fail under CI=true).
+slurm-packages:
+	@missing=""; for p in $(SLURM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else \
+		echo "not installed:$$missing (needed by the Slurm tests; run 'make slurm-packages' as root)"; \
+	fi
 
 demo: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m wms.demo
