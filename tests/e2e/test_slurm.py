@@ -119,6 +119,8 @@ def test_slurm_pilots_run_every_job_through_a_cancelled_pilot(slurm_cluster, tmp
         log = server.ok("pilots", "--output", cancelled, token=manager)
         assert f"pilot {cancelled} starting" in log and "received SIGTERM" in log, log
         assert re.search(r"job \d+ Left", log), log
+        unknown = server.wms("pilots", "--output", "no-such-pilot", token=manager)
+        assert unknown.returncode != 0 and "no such pilot: no-such-pilot" in unknown.stderr, unknown
     finally:
         server.stop()
 

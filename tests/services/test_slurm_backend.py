@@ -104,6 +104,7 @@ def test_a_pending_pilot_is_submitted_and_scancel_makes_it_aborted(slurm_cluster
     backend.kill(ref)
     assert wait_for_states(backend, [ref], {"Aborted"}) == {ref: "Aborted"}
     backend.kill(ref)                                     # already ended: no error
+    backend.kill("999994:forgotten")                      # unknown to Slurm: no error either
 
 
 def test_squeue_failing_says_nothing(tmp_path):

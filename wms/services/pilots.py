@@ -50,6 +50,8 @@ DEFAULT_MAX_WAITING_PILOTS = 10
 DEFAULT_MAX_TOTAL_PILOTS = 100
 # Seconds added to an emulated queue's CPUTime in the pilot's --cpu-time-left.
 CPU_TIME_MARGIN = 600
+# Bytes of a pilot's log `wms pilots --output` shows (the tail).
+PILOT_OUTPUT_LIMIT = 1 << 20
 PILOT_IDENTITY = Identity(user="site-director", group="pilot", vo="all", role="pilot")
 
 
@@ -98,16 +100,22 @@ def list_pilots(runtime: Runtime) -> list[dict[str, Any]]:
 
 
 def pilot_output(runtime: Runtime, pilot_id: str) -> str:
-    """What the pilot printed (stdout and stderr), from its log in ``pilot_log_dir``."""
+    """What the pilot printed (stdout and stderr), from its log in
+    ``pilot_log_dir``: its last PILOT_OUTPUT_LIMIT bytes (a pilot living
+    for days may write a lot; the end says how it ended)."""
     with reading(runtime.engine) as conn:
         pilot = pilots_db.get_pilot(conn, pilot_id)
     if pilot is None:
         raise NotFound(f"no such pilot: {pilot_id}")
     log = Path(runtime.config.settings.pilot_log_dir) / f"{pilot_id}.log"
     try:
-        return log.read_text(errors="replace")
+        with open(log, "rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(0, size - PILOT_OUTPUT_LIMIT))
+            text = file.read().decode(errors="replace")
     except FileNotFoundError:
         raise NotFound(f"pilot {pilot_id} has no log in {log.parent} (yet)") from None
+    return text if size <= PILOT_OUTPUT_LIMIT else f"(the last {PILOT_OUTPUT_LIMIT} bytes of {size})\n{text}"
 
 
 def pilot_view(row: Mapping[str, Any]) -> dict[str, Any]:

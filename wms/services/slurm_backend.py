@@ -140,7 +140,9 @@ class SlurmBackend:
         if parsed is None:
             raise InvalidInput(f"not a Slurm pilot reference: {ref!r}")
         answer = self._run(["scancel", parsed.job_id], self._env(parsed.conf))
-        if answer.returncode != 0 and "already completing or completed" not in answer.stderr:
+        # A job that has ended, or that Slurm has forgotten, needs no cancelling.
+        gone = ("already completing or completed", "Invalid job id")
+        if answer.returncode != 0 and not any(text in answer.stderr for text in gone):
             raise SlurmError(f"scancel {parsed.job_id} failed ({answer.returncode}): {answer.stderr.strip()}")
 
 
