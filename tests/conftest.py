@@ -150,3 +150,20 @@ def slurm_cluster():
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def ssh_server():
+    """An sshd of this session's own on a loopback port, with generated keys (tests/sshd_server.py)."""
+    from tests.e2e.processes import missing_service
+    from tests.sshd_server import SshServer, why_not_runnable
+
+    reason = why_not_runnable()
+    if reason is not None:
+        missing_service(reason)
+    server = SshServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

@@ -39,7 +39,7 @@ def why_not_runnable() -> str | None:
     """Why a private Slurm cannot start here, or None."""
     missing = missing_packages()
     if missing:
-        return f"Slurm test cluster needs the packages {', '.join(missing)} (make slurm-packages)"
+        return f"Slurm test cluster needs the packages {', '.join(missing)} (make test-packages)"
     if os.geteuid() != 0:
         return "Slurm test cluster needs root (slurmd runs as root)"
     return None

@@ -427,6 +427,12 @@ BUILTIN_PARAMETER_TYPES: dict[str, str] = {
     "Partition": STRING,
     "SlurmOptions": STRING,
     "SlurmConf": STRING,
+    "SSHHost": STRING,
+    "SSHUser": STRING,
+    "SSHPort": NUMBER,
+    "SSHKey": STRING,
+    "SSHKnownHosts": STRING,
+    "SSHDirectory": STRING,
     "Tags": LIST,
     "RequiredTag": LIST,
 }

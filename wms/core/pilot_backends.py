@@ -11,6 +11,10 @@ more parameters:
   the backend sets itself;
 * ``SlurmConf``: the absolute path of the cluster's slurm.conf (else the
   SiteDirector's SLURM_CONF, else Slurm's default).
+
+The ``ssh`` backend reads ``SSHHost``, ``SSHUser``, ``SSHPort``, ``SSHKey``
+and ``SSHKnownHosts`` (absolute paths on the SiteDirector's host) and
+``SSHDirectory`` (on the node).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Callable
 
-BACKEND_NAMES = ("local", "slurm")
+BACKEND_NAMES = ("local", "slurm", "ssh")
 
 # sbatch options the slurm backend gives itself: where the log goes, which
 # environment travels, the job's name and directory, the answer's form.
@@ -58,9 +62,35 @@ def _slurm_options(value: Any) -> str | None:
     return None
 
 
-def _slurm_conf(value: Any) -> str | None:
-    if not isinstance(value, str) or not value.startswith("/"):
-        return f"expected the absolute path of a slurm.conf, got {value!r}"
+def _absolute_path(what: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if not isinstance(value, str) or not value.startswith("/"):
+            return f"expected the absolute path of {what}, got {value!r}"
+        return None
+
+    return check
+
+
+def _word(what: str) -> Callable[[Any], str | None]:
+    # Host and user names go into an ssh destination: no blanks, no option.
+    def check(value: Any) -> str | None:
+        if not isinstance(value, str) or not value or value.startswith("-") or any(
+                c.isspace() or c in "@/:" for c in value):
+            return f"expected {what} (no blanks, '@', '/' or ':', not starting with '-'), got {value!r}"
+        return None
+
+    return check
+
+
+def _port(value: Any) -> str | None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
+        return f"expected a TCP port (1 to 65535), got {value!r}"
+    return None
+
+
+def _directory(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip() or "\n" in value:
+        return f"expected a directory on the node, got {value!r}"
     return None
 
 
@@ -68,7 +98,13 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "backend": _backend,
     "partition": _partition,
     "slurmoptions": _slurm_options,
-    "slurmconf": _slurm_conf,
+    "slurmconf": _absolute_path("a slurm.conf"),
+    "sshhost": _word("a host name"),
+    "sshuser": _word("a user name"),
+    "sshport": _port,
+    "sshkey": _absolute_path("a private key"),
+    "sshknownhosts": _absolute_path("a known_hosts file"),
+    "sshdirectory": _directory,
 }
 
 

@@ -7,5 +7,6 @@ from __future__ import annotations
 
 from wms.services.computing_elements import LocalBackend
 from wms.services.slurm_backend import SlurmBackend
+from wms.services.ssh_backend import SshBackend
 
-BACKEND_TYPES: dict[str, type] = {"local": LocalBackend, "slurm": SlurmBackend}
+BACKEND_TYPES: dict[str, type] = {"local": LocalBackend, "slurm": SlurmBackend, "ssh": SshBackend}

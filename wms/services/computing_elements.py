@@ -81,7 +81,7 @@ class Backend(Protocol):
 # The wrapper writes the pilot's exit status next to its log, so any process
 # on this host (a restarted `wms up`, another Celery worker child) can tell
 # Done from Failed after the pilot is gone; $0 is the exit file.
-_WRAPPER = '"$@"; rc=$?; echo "$rc" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$rc"'
+EXIT_WRAPPER = '"$@"; rc=$?; echo "$rc" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$rc"'
 
 
 class LocalBackend:
@@ -125,7 +125,7 @@ class LocalBackend:
             exit_file.unlink(missing_ok=True)
             with open(self.log_dir / f"{pilot_id}.log", "ab") as log:
                 process = subprocess.Popen(
-                    ["/bin/sh", "-c", _WRAPPER, str(exit_file), *self.command(pilot_args, pilot_id)],
+                    ["/bin/sh", "-c", EXIT_WRAPPER, str(exit_file), *self.command(pilot_args, pilot_id)],
                     env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True, close_fds=True,
                 )
