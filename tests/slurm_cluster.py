@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from tests.e2e.processes import stop
 from tests.servers import free_port
 
 PARTITION = "debug"
@@ -144,11 +144,5 @@ class SlurmCluster:
         """Cancel what is left, stop the daemons (slurmd first), remove the directory."""
         subprocess.run(["scancel", "--full", "--partition", PARTITION], env=self.env, capture_output=True)
         for process in reversed(self.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop(process)
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.e2e.processes import stop
 from tests.servers import free_port
 
 SSHD_CONFIG = """\
@@ -88,11 +89,5 @@ class SshServer:
             return ""
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process)
         shutil.rmtree(self.dir, ignore_errors=True)

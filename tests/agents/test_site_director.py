@@ -14,6 +14,7 @@ import pytest
 
 from agents.site_director import site_director
 from tests.helpers import ADMIN, ROLAND, default_config
+from tests.pilot_backends import wait_jobs_done
 from tests.servers import running_server
 from wms.config import load_config
 from wms.db import pilots as pilots_db
@@ -215,12 +216,7 @@ def test_end_to_end_local_pilots_run_the_jobs(tmp_path):
         assert report["errors"] == {}
 
         deadline = time.monotonic() + 40
-        rows = []
-        while time.monotonic() < deadline:
-            rows = server.json("status", *map(str, ids), token=roland)
-            if all(r["Status"] == "Done" for r in rows):
-                break
-            time.sleep(0.3)
+        rows = wait_jobs_done(server, ids, roland)
         assert [r["Status"] for r in rows] == ["Done"] * 3, rows
         assert {r["Queue"] for r in rows} == {LOCAL}
 

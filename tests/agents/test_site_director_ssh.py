@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 from agents.site_director import site_director
 from tests.helpers import CONFIG_DIR
+from tests.pilot_backends import wait_jobs_done
 from tests.servers import running_server
 from wms.config import load_config
 from wms.db.engine import make_engine
@@ -55,12 +56,7 @@ def test_ssh_pilots_run_the_jobs_of_their_queue(ssh_server, tmp_path):
         assert report["submitted"] == {QUEUE: 2} and report["errors"] == {}, report
 
         deadline = time.monotonic() + 60
-        rows = []
-        while time.monotonic() < deadline:
-            rows = server.json("status", *map(str, ids), token=roland)
-            if all(r["Status"] == "Done" for r in rows):
-                break
-            time.sleep(0.3)
+        rows = wait_jobs_done(server, ids, roland, timeout=60)
         assert [r["Status"] for r in rows] == ["Done"] * 4 and {r["Queue"] for r in rows} == {QUEUE}, rows
         assert server.json("output", str(ids[0]), token=roland)["stdout"] == f"job {ids[0]}\n"
 

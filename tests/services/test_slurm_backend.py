@@ -7,38 +7,21 @@ from __future__ import annotations
 
 import io
 import subprocess
-import time
 import zipfile
 
 import pytest
 
-from tests.helpers import default_config
+from tests.pilot_backends import NO_SERVER, QUICK_PILOT, queue_ref, wait_for_states
 from wms.services.computing_elements import PilotArgs
 from wms.services.pilot_bundle import pilot_zipapp
 from wms.services.slurm_backend import SlurmBackend
 from wms.services.slurm_jobs import SLURM_STATES, SlurmRef, batch_script, parse_squeue, sbatch_argv
 
 SECRET = "wms_secret_token_value"
-# Pilots that find no server end at once: one empty answer, no retry.
-QUICK = ("--site", "S", "--ce", "C", "--queue", "Q", "--pools", "", "--max-empty", "1", "--poll", "0.1",
-         "--retries", "0", "--http-timeout", "1")
-
-
-def queue_ref():
-    return default_config().make_resources(None).queues()[0]
 
 
 def args(*pilot_ids, token=SECRET, options=None):
-    return PilotArgs(url="http://127.0.0.1:9", token=token, pilot_ids=pilot_ids, argv=QUICK, options=options or {})
-
-
-def wait_for_states(backend, refs, final, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    states = backend.status(refs)
-    while time.monotonic() < deadline and not set(states.values()) <= final:
-        time.sleep(0.3)
-        states = backend.status(refs)
-    return states
+    return PilotArgs(url=NO_SERVER, token=token, pilot_ids=pilot_ids, argv=QUICK_PILOT, options=options or {})
 
 
 # ---------------------------------------------------------------- pure parts

@@ -6,21 +6,14 @@ pure parts."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from tests.helpers import default_config
+from tests.pilot_backends import NO_SERVER, QUICK_PILOT, queue_ref, wait_for_states
 from wms.services.computing_elements import PilotArgs
 from wms.services.ssh_backend import SshBackend
 from wms.services.ssh_jobs import SshTarget, parse_ref, parse_status, submit_script
 
 SECRET = "wms_secret_ssh_token"
-QUICK = ("--site", "S", "--ce", "C", "--queue", "Q", "--pools", "", "--max-empty", "1", "--poll", "0.1",
-         "--retries", "0", "--http-timeout", "1")
-
-
-def queue_ref():
-    return default_config().make_resources(None).queues()[0]
 
 
 def options(server, directory: Path) -> dict:
@@ -28,17 +21,8 @@ def options(server, directory: Path) -> dict:
             "SSHKnownHosts": str(server.known_hosts), "SSHDirectory": str(directory)}
 
 
-def args(opts, *pilot_ids, token=SECRET, argv=QUICK):
-    return PilotArgs(url="http://127.0.0.1:9", token=token, pilot_ids=pilot_ids, argv=argv, options=opts)
-
-
-def wait_for_states(backend, refs, final, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    states = backend.status(refs)
-    while time.monotonic() < deadline and not set(states.values()) <= final:
-        time.sleep(0.3)
-        states = backend.status(refs)
-    return states
+def args(opts, *pilot_ids, token=SECRET, argv=QUICK_PILOT):
+    return PilotArgs(url=NO_SERVER, token=token, pilot_ids=pilot_ids, argv=argv, options=opts)
 
 
 # ---------------------------------------------------------------- pure parts
@@ -70,8 +54,7 @@ def test_pilots_start_over_ssh_and_their_end_and_logs_come_back(ssh_server, tmp_
     remote = tmp_path / "remote"
     backend = SshBackend(log_dir=tmp_path / "logs")
     opts = options(ssh_server, remote)
-    good, bad = backend.submit_pilots(queue_ref(), 2, PilotArgs(
-        url="http://127.0.0.1:9", token=SECRET, pilot_ids=("ok", "nok"), argv=QUICK, options=opts))
+    good, bad = backend.submit_pilots(queue_ref(), 2, args(opts, "ok", "nok"))
     assert parse_ref(good)[2] == "ok" and parse_ref(bad)[2] == "nok"
     states = wait_for_states(backend, [good, bad], {"Done", "Failed"})
     assert states == {good: "Done", bad: "Done"}          # both got the token: both end cleanly on no server
@@ -88,8 +71,7 @@ def test_pilots_start_over_ssh_and_their_end_and_logs_come_back(ssh_server, tmp_
 
 def test_kill_stops_the_pilot_on_the_node(ssh_server, tmp_path):
     backend = SshBackend(log_dir=tmp_path / "logs")
-    waits = ("--site", "S", "--ce", "C", "--queue", "Q", "--pools", "", "--max-empty", "1000", "--poll", "0.2",
-             "--retries", "0", "--http-timeout", "1")
+    waits = (*QUICK_PILOT, "--max-empty", "1000")          # the last one given counts
     [ref] = backend.submit_pilots(queue_ref(), 1, args(options(ssh_server, tmp_path / "remote"), "long", argv=waits))
     assert backend.status([ref]) == {ref: "Running"}
     pid = int(parse_ref(ref)[1])
