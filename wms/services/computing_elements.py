@@ -18,8 +18,9 @@ A backend is any object with
   judge is left out, and its pilot keeps its state;
 * ``kill(ref)``: stop the pilot.
 
-``local`` is here; ``slurm`` in wms/services/slurm_backend.py; the
-registry by name in wms/services/backends.py (docs/agents.md). The pilot's
+``local`` is here, ``slurm`` in wms/services/slurm_backend.py, ``ssh``
+in wms/services/ssh_backend.py; the registry by name is
+wms/services/backends.py (docs/agents.md). The pilot's
 bearer token reaches the pilot by its environment (WMS_TOKEN), never on a
 command line, where any user of the node could read it.
 """
