@@ -320,6 +320,8 @@ Sites:
         ("            SSHUser: a@b\n", 7, "SSHUser: expected a user name"),
         ("            SSHPort: 70000\n", 7, "SSHPort: expected a TCP port (1 to 65535), got 70000"),
         ("            SSHKey: id_ed25519\n", 7, "SSHKey: expected the absolute path of a private key"),
+        ("            Backend: ssh\n            SSHUser: pilot\n", 6,
+         "Queues.long: Backend ssh needs SSHHost (at the queue, its CE or its site)"),
         ("          a/b: {}\n", 6, "Queues.a/b: a name must not contain '/'"),
         ("          7: {}\n", 6, "a name must be a string, got 7"),
         ("          " + "q" * 129 + ": {}\n", 6, "a name may have at most 128 characters"),
@@ -331,6 +333,15 @@ def test_resources_errors(tmp_path: Path, body: str, line: int, message: str) ->
     error = _error(tmp_path, "resources.yaml", head + body)
     assert error.where == f"{tmp_path}/resources.yaml:{line}", str(error)
     assert message in error.message, error.message
+
+
+def test_a_backend_parameter_may_come_from_the_ce(tmp_path: Path) -> None:
+    _write(tmp_path, "operations.yaml", (DEFAULT_DIR / "operations.yaml").read_text())
+    _write(tmp_path, "resources.yaml", RESOURCES_HEAD.replace(
+        "        Queues:", "        Backend: ssh\n        SSHHost: node1\n        Queues:") + "            CPUTime: 60\n")
+    resources = load_config(tmp_path, environ=NO_ENV).make_resources(None)
+    [queue] = resources.queues()
+    assert resources.queue_parameter_map(queue)["SSHHost"] == "node1"
 
 
 def test_resources_names_and_structure_errors(tmp_path: Path) -> None:

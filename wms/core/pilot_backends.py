@@ -20,9 +20,14 @@ and ``SSHKnownHosts`` (absolute paths on the SiteDirector's host) and
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from typing import Any, Callable
 
+from wms.core.resources import CES_KEY, QUEUES_KEY
+
 BACKEND_NAMES = ("local", "slurm", "ssh")
+# Parameters a backend cannot do without, stated at the queue, its CE or its site.
+REQUIRED_PARAMETERS = {"ssh": ("SSHHost",)}
 
 # sbatch options the slurm backend gives itself: where the log goes, which
 # environment travels, the job's name and directory, the answer's form.
@@ -112,3 +117,28 @@ def backend_parameter_problem(name: str, value: Any) -> str | None:
     """What is wrong with a backend parameter's value (``name`` any case), or None."""
     check = _CHECKS.get(name.casefold())
     return check(value) if check is not None else None
+
+
+def missing_backend_parameters(sites: Mapping[str, Any], path: tuple = ("Sites",)) -> list[tuple[tuple, str]]:
+    """Queues whose backend (queue > CE > site, without VO blocks) lacks a
+    parameter it needs, as (key path of the queue, message)."""
+    problems = []
+    for site, site_node in sites.items():
+        for ce, ce_node in site_node.get(CES_KEY, {}).items():
+            for queue, queue_node in ce_node.get(QUEUES_KEY, {}).items():
+                levels = (queue_node, ce_node, site_node)
+                backend = _effective(levels, "Backend") or "local"
+                for name in REQUIRED_PARAMETERS.get(backend, ()):
+                    if _effective(levels, name) is None:
+                        problems.append(((*path, site, CES_KEY, ce, QUEUES_KEY, queue),
+                                         f"Backend {backend} needs {name} (at the queue, its CE or its site)"))
+    return problems
+
+
+def _effective(levels: tuple[Mapping[str, Any], ...], name: str) -> Any:
+    folded = name.casefold()
+    for level in levels:
+        for key, value in level.items():
+            if isinstance(key, str) and key.casefold() == folded:
+                return value
+    return None
