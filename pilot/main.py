@@ -19,8 +19,8 @@ Lifecycle
        ``--min-time-left``; SIGTERM/SIGINT terminate running jobs, which are
        reported Failed "Pilot stopped" (with ``--on-sigterm leave``, the
        choice of pilots sent to a batch system, a SIGTERM ends them
-       unreported and the server runs them again); at the end of ``--lifetime`` running
-       jobs are stopped the same way ("Pilot lifetime reached") because the
+       unreported and the server runs them again); at the end of
+       ``--lifetime`` running jobs are stopped the same way ("Pilot lifetime reached") because the
        batch system is about to kill the pilot without warning. Exit 0 in
        all these cases; 2 for bad usage (no token, bad options).
 

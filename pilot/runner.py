@@ -165,7 +165,8 @@ class JobResult:
     """What happened to a job.
 
     ``status`` is Done or Failed for a job that ran to an end we report,
-    Killed (the server asked) or Lost (HTTP 409) when nothing more was
+    Killed (the server asked), Lost (HTTP 409) or Left (the batch system
+    ended the pilot, ``--on-sigterm leave``) when nothing more was
     reported. ``reported`` says whether the final status call succeeded.
     """
 
