@@ -4,7 +4,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install clean bench
+# Debian packages of the backend tests: they start a one-node Slurm and an
+# sshd of their own.
+TEST_PACKAGES := slurm-wlm munge openssh-server openssh-client
+
+.PHONY: demo test install clean bench test-packages
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +18,20 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) test-packages
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Installs what is missing when root on Debian; otherwise says what is missing
+# (those tests then skip, or fail under CI=true).
+test-packages:
+	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else \
+		echo "not installed:$$missing (needed by the Slurm and ssh tests; run 'make test-packages' as root)"; \
+	fi
 
 demo: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m wms.demo

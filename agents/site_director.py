@@ -52,7 +52,8 @@ def site_director(runtime: Runtime, now: datetime, *, launcher: PilotLauncher) -
                 continue
             argv = pilots_service.pilot_argv(ref, entry["pools"], params, limits, backend.emulates_queues,
                                              launcher.pilot_options)
-            pilots_service.launch_pilots(runtime, launcher, ref, backend_name, ids, argv, now)
+            pilots_service.launch_pilots(runtime, launcher, ref, backend_name, ids, argv, now,
+                                         pilots_service.backend_options(backend, params))
         except Exception as exc:  # noqa: BLE001 - one queue's failure must not stop the others
             log.exception("SiteDirector: submission to %s failed", ref.name)
             report["errors"][ref.name] = str(exc)
@@ -68,7 +69,7 @@ _launchers_lock = threading.Lock()
 
 
 def default_launcher(runtime: Runtime, now: datetime, url: str | None = None,
-                     log_dir: str = "var/pilots") -> PilotLauncher:
+                     log_dir: str | None = None) -> PilotLauncher:
     """The process's launcher for ``runtime``'s database: created (with a new
     pilot token) on first use, then reused. For `wms agents` / Celery, where
     no caller holds a launcher."""
@@ -76,7 +77,8 @@ def default_launcher(runtime: Runtime, now: datetime, url: str | None = None,
     with _launchers_lock:
         launcher = _launchers.get(key)
         if launcher is None:
-            launcher = _launchers[key] = pilots_service.make_launcher(runtime, now, url=key[1], log_dir=log_dir)
+            launcher = _launchers[key] = pilots_service.make_launcher(
+                runtime, now, url=key[1], log_dir=log_dir or runtime.config.settings.pilot_log_dir)
         return launcher
 
 

@@ -18,8 +18,10 @@ Lifecycle
        (a failed request counts as empty, so a dead server ends the pilot
        too); no worker asks once the remaining lifetime is below
        ``--min-time-left``; SIGTERM/SIGINT terminate running jobs, which are
-       reported Failed "Pilot stopped"; at the end of ``--lifetime`` running
-       jobs are stopped the same way ("Pilot lifetime reached") because the
+       reported Failed "Pilot stopped" (with ``--on-sigterm leave``, the
+       choice of pilots sent to a batch system, a SIGTERM ends them
+       unreported and the server runs them again); at the end of
+       ``--lifetime`` running jobs are stopped the same way ("Pilot lifetime reached") because the
        batch system is about to kill the pilot without warning. Exit 0 in
        all these cases; 2 for bad usage (no token, bad options).
 
@@ -102,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-time-left", type=float, default=300.0,
                    help="stop asking for jobs when less lifetime than this remains")
     p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL for a job")
+    p.add_argument("--on-sigterm", choices=["fail", "leave"], default="fail",
+                   help="a SIGTERM to the pilot: report its jobs Failed (fail), or end them unreported for "
+                        "the server to run again (leave: the batch system is ending the allocation)")
     p.add_argument("--tags", help="T1,T2: tags of this resource")
     p.add_argument("--platform", help="DIRAC platform (default: probed, e.g. x86_64-el9)")
     p.add_argument("--http-timeout", type=float, default=30.0, help="seconds per HTTP call")
@@ -136,6 +141,7 @@ class Settings:
     cpu_time_left: float
     min_time_left: float
     grace: float
+    leave_jobs_on_term: bool
     tags: list[str]
     platform: str | None
     http_timeout: float
@@ -181,6 +187,7 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settin
         cpu_time_left=args.cpu_time_left if args.cpu_time_left is not None else args.lifetime,
         min_time_left=args.min_time_left,
         grace=args.grace,
+        leave_jobs_on_term=args.on_sigterm == "leave",
         tags=split_list(args.tags),
         platform=args.platform,
         http_timeout=args.http_timeout,
@@ -368,13 +375,14 @@ class Pilot:
 
 
 def install_signal_handlers(stop: Stop) -> None:
-    """SIGTERM/SIGINT stop the pilot gracefully (jobs terminated and reported)."""
+    """SIGTERM/SIGINT stop the pilot gracefully (jobs terminated and reported;
+    with ``--on-sigterm leave`` a SIGTERM leaves them to the server)."""
     if threading.current_thread() is not threading.main_thread():
         return
 
     def handler(signum: int, _frame: object) -> None:
         log.warning("received %s: stopping", signal.Signals(signum).name)
-        stop.stop("Pilot stopped")
+        stop.stop("Pilot stopped", leave_jobs=signum == signal.SIGTERM and stop.leave_jobs_on_term)
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
@@ -389,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: usage errors are 2, --help is 0
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     logs.setup(settings.pilot_id, settings.log_level)
-    stop = Stop()
+    stop = Stop(leave_jobs_on_term=settings.leave_jobs_on_term)
     install_signal_handlers(stop)
     own_workdir = settings.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="wms-pilot-")) if own_workdir else settings.workdir

@@ -33,6 +33,11 @@ Limits enforced (Grid Engine queue_conf(5) meanings)
                   descendants) gives the figure that is logged.
     pilot stop    SIGTERM/SIGINT to the pilot or its lifetime running out:
                   the job is terminated as above, Failed "Pilot stopped".
+                  With ``--on-sigterm leave`` (pilots of a batch system) a
+                  SIGTERM instead terminates the job and reports nothing:
+                  the batch system is ending the allocation, the job is
+                  lost through no fault of its own, and the server, missing
+                  its heartbeats, declares it Stalled and runs it again.
     Kill          a heartbeat answering ``Kill: true``, or HTTP 409 on any
                   job call: the job is terminated and nothing more is
                   reported for it (no output, no status).
@@ -147,15 +152,20 @@ class Reporter:
 
 
 class Stop(threading.Event):
-    """An event that also says why the pilot is stopping (the minor status)."""
+    """An event that also says why the pilot is stopping (the minor status),
+    and whether its running jobs are to be left to the server unreported."""
 
-    def __init__(self) -> None:
+    def __init__(self, leave_jobs_on_term: bool = False) -> None:
         super().__init__()
         self.reason = "Pilot stopped"
+        self.leave_jobs = False
+        # --on-sigterm leave: a SIGTERM comes from the batch system.
+        self.leave_jobs_on_term = leave_jobs_on_term
 
-    def stop(self, reason: str = "Pilot stopped") -> None:
+    def stop(self, reason: str = "Pilot stopped", leave_jobs: bool = False) -> None:
         if not self.is_set():
             self.reason = reason
+            self.leave_jobs = leave_jobs
         self.set()
 
 
@@ -164,7 +174,8 @@ class JobResult:
     """What happened to a job.
 
     ``status`` is Done or Failed for a job that ran to an end we report,
-    Killed (the server asked) or Lost (HTTP 409) when nothing more was
+    Killed (the server asked), Lost (HTTP 409) or Left (the batch system
+    ended the pilot, ``--on-sigterm leave``) when nothing more was
     reported. ``reported`` says whether the final status call succeeded.
     """
 
@@ -269,6 +280,20 @@ def job_directory(workdir: Path, job_id: int) -> Path:
         except FileExistsError:
             n += 1
             candidate = workdir / f"{job_id}.{n}"
+
+
+def _left_by_the_batch_system(status: int | None, stop: Stop) -> bool:
+    """A job that died of a signal while the pilot is told to leave its jobs.
+
+    The batch system signals every process of the allocation at once, the
+    job too, so the job's end may be seen a moment before the pilot's own
+    handler has run: a job killed by a signal waits a second for it.
+    """
+    if not stop.leave_jobs_on_term:
+        return False
+    if status is not None and os.WIFSIGNALED(status):
+        stop.wait(1.0)
+    return stop.is_set() and stop.leave_jobs
 
 
 def job_environment(spec: JobSpec, job_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -511,7 +536,10 @@ def _run(
             elif time.monotonic() - usr1_sent >= grace:
                 verdict = f"Exceeded s_rt ({_fmt_seconds(limits.s_rt)} s)"
         if verdict is None and stop is not None and stop.is_set():
-            verdict = stop.reason
+            if stop.leave_jobs:
+                abandon = "Left"
+            else:
+                verdict = stop.reason
         if verdict is None and time.monotonic() >= next_heartbeat:
             next_heartbeat = time.monotonic() + heartbeat_interval
             try:
@@ -535,6 +563,8 @@ def _run(
     child.reap()
     if sessions is not None:
         sessions.remove(child.pgid)     # at once: the session id may be reused from now on
+    if abandon is None and verdict is None and stop is not None and _left_by_the_batch_system(child.status, stop):
+        abandon = "Left"
     wall = time.monotonic() - started
     cpu = max(cpu_seen, child.cpu_seconds())
     status = child.status or 0
@@ -551,7 +581,8 @@ def _run(
     log.info("ended: %s (exit code %s, %.1f s wall, %.2f s cpu)", abandon or minor, exit_code, wall, cpu)
 
     if abandon is not None:
-        minor = "Killed by the WMS" if abandon == "Killed" else "No longer this pilot's job"
+        minor = {"Killed": "Killed by the WMS", "Left": "Left to the server: the pilot was ended"}.get(
+            abandon, "No longer this pilot's job")
         return JobResult(spec.job_id, abandon, minor, exit_code, job_dir, cpu, wall)
 
     final = "Done" if verdict is None and exit_code == 0 else "Failed"

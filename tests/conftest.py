@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 from datetime import datetime, timezone
 
 import pytest
@@ -130,3 +131,36 @@ def engine(_migrated_engine: Engine) -> Engine:
     empty_tables(_migrated_engine)
     return _migrated_engine
 
+
+
+def _own_service(why_not_runnable: Callable[[], str | None], make: Callable[[], Any]) -> Iterator[Any]:
+    """A service the tests start themselves, stopped at the end; one that
+    cannot run here is skipped with the reason (a failure under CI=true)."""
+    from tests.e2e.processes import missing_service
+
+    reason = why_not_runnable()
+    if reason is not None:
+        missing_service(reason)
+    service = make()
+    try:
+        service.start()
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A one-node Slurm of this session's own (tests/slurm_cluster.py): munged,
+    slurmctld and slurmd on free ports in a temporary directory."""
+    from tests.slurm_cluster import SlurmCluster, why_not_runnable
+
+    yield from _own_service(why_not_runnable, SlurmCluster)
+
+
+@pytest.fixture(scope="session")
+def ssh_server():
+    """An sshd of this session's own on a loopback port, with generated keys (tests/sshd_server.py)."""
+    from tests.sshd_server import SshServer, why_not_runnable
+
+    yield from _own_service(why_not_runnable, SshServer)

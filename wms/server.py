@@ -90,7 +90,7 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool) -> int:
         # The embedded default's local computing element: the SiteDirector
         # starts pilots as local processes that talk to this server.
         launcher = make_launcher(runtime, datetime.now(timezone.utc), url=f"http://{client_host(host)}:{port}",
-                                 log_dir=Path("var") / "pilots")
+                                 log_dir=Path(config.settings.pilot_log_dir))
         scheduler = Scheduler(runtime, agents={**AGENTS, "site_director": site_director.agent(launcher)})
     if scheduler is not None:
         scheduler.start()

@@ -14,6 +14,7 @@ import pytest
 
 from agents.site_director import site_director
 from tests.helpers import ADMIN, ROLAND, default_config
+from tests.pilot_backends import wait_jobs_done
 from tests.servers import running_server
 from wms.config import load_config
 from wms.db import pilots as pilots_db
@@ -215,12 +216,7 @@ def test_end_to_end_local_pilots_run_the_jobs(tmp_path):
         assert report["errors"] == {}
 
         deadline = time.monotonic() + 40
-        rows = []
-        while time.monotonic() < deadline:
-            rows = server.json("status", *map(str, ids), token=roland)
-            if all(r["Status"] == "Done" for r in rows):
-                break
-            time.sleep(0.3)
+        rows = wait_jobs_done(server, ids, roland)
         assert [r["Status"] for r in rows] == ["Done"] * 3, rows
         assert {r["Queue"] for r in rows} == {LOCAL}
 
@@ -248,3 +244,23 @@ def test_the_registry_form_takes_runtime_and_now(runtime, now, launcher, backend
     from agents.site_director import agent
     submit(runtime, now, AT_LOCAL)
     assert agent(launcher)(runtime, now)["submitted"] == {LOCAL: 1}
+
+
+@pytest.mark.databases
+def test_pilot_output_is_the_tail_of_its_log(runtime, now, tmp_path, monkeypatch):
+    from wms.core.errors import NotFound
+    from wms.services.retry import run_in_transaction
+
+    monkeypatch.chdir(tmp_path)                      # pilot_log_dir is var/pilots, relative
+    run_in_transaction(runtime.engine, lambda conn: pilots_db.add_pilots(conn, [
+        {"pilot_id": "p1", "site": "S", "ce": "C", "queue": "Q", "backend": "slurm", "state": "Running",
+         "submitted": now}]))
+    with pytest.raises(NotFound, match="has no log"):
+        pilots_service.pilot_output(runtime, "p1")
+    (tmp_path / "var" / "pilots").mkdir(parents=True)
+    (tmp_path / "var" / "pilots" / "p1.log").write_text("start\n" + "x" * 50 + "\nend\n")
+    assert pilots_service.pilot_output(runtime, "p1").endswith("\nend\n")
+    monkeypatch.setattr(pilots_service, "PILOT_OUTPUT_LIMIT", 10)
+    assert pilots_service.pilot_output(runtime, "p1") == "(the last 10 bytes of 61)\nxxxxx\nend\n"
+    with pytest.raises(NotFound, match="no such pilot: p2"):
+        pilots_service.pilot_output(runtime, "p2")

@@ -307,6 +307,21 @@ Sites:
         ("            VO:\n              lhcb:\n                CPUTime: x\n", 9,
          "Queues.long.VO.lhcb.CPUTime: expected a number, got 'x'"),
         ("            VO:\n              lhcb:\n                CEs: {}\n", 9, "not allowed inside a VO block"),
+        ("            Backend: slrum\n", 7,
+         "Queues.long.Backend: unknown computing-element backend 'slrum' (known: local, slurm, ssh)"),
+        ("            Partition: 'a b'\n", 7, "Partition: expected a Slurm partition name (no blanks)"),
+        ("            SlurmOptions: --output=/tmp/x\n", 7,
+         "SlurmOptions: '--output' is set by the slurm backend itself"),
+        ("            SlurmOptions: -Jname\n", 7, "SlurmOptions: '-Jname' is set by the slurm backend itself"),
+        ("            SlurmOptions: --time 1:00\n", 7, "SlurmOptions: '1:00' is not an option: write each as --name=value"),
+        ("            SlurmOptions: \"--comment='x\"\n", 7, "SlurmOptions: cannot split"),
+        ("            SlurmConf: slurm.conf\n", 7, "SlurmConf: expected the absolute path of a slurm.conf"),
+        ("            SSHHost: -oProxyCommand=x\n", 7, "SSHHost: expected a host name (no blanks"),
+        ("            SSHUser: a@b\n", 7, "SSHUser: expected a user name"),
+        ("            SSHPort: 70000\n", 7, "SSHPort: expected a TCP port (1 to 65535), got 70000"),
+        ("            SSHKey: id_ed25519\n", 7, "SSHKey: expected the absolute path of a private key"),
+        ("            Backend: ssh\n            SSHUser: pilot\n", 6,
+         "Queues.long: Backend ssh needs SSHHost (at the queue, its CE or its site)"),
         ("          a/b: {}\n", 6, "Queues.a/b: a name must not contain '/'"),
         ("          7: {}\n", 6, "a name must be a string, got 7"),
         ("          " + "q" * 129 + ": {}\n", 6, "a name may have at most 128 characters"),
@@ -318,6 +333,15 @@ def test_resources_errors(tmp_path: Path, body: str, line: int, message: str) ->
     error = _error(tmp_path, "resources.yaml", head + body)
     assert error.where == f"{tmp_path}/resources.yaml:{line}", str(error)
     assert message in error.message, error.message
+
+
+def test_a_backend_parameter_may_come_from_the_ce(tmp_path: Path) -> None:
+    _write(tmp_path, "operations.yaml", (DEFAULT_DIR / "operations.yaml").read_text())
+    _write(tmp_path, "resources.yaml", RESOURCES_HEAD.replace(
+        "        Queues:", "        Backend: ssh\n        SSHHost: node1\n        Queues:") + "            CPUTime: 60\n")
+    resources = load_config(tmp_path, environ=NO_ENV).make_resources(None)
+    [queue] = resources.queues()
+    assert resources.queue_parameter_map(queue)["SSHHost"] == "node1"
 
 
 def test_resources_names_and_structure_errors(tmp_path: Path) -> None:

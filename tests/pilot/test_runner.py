@@ -297,6 +297,26 @@ def test_pilot_stop_terminates_and_reports(tmp_path):
     assert rec.kinds == ["Running", "output", "Failed"]
 
 
+def test_a_batch_system_stop_leaves_the_job_to_the_server(tmp_path):
+    stop = Stop(leave_jobs_on_term=True)
+    threading.Timer(0.5, lambda: stop.stop("Pilot stopped", leave_jobs=True)).start()
+    result, rec = run(sh(23, "sleep 30 & echo $! > bg.pid; sleep 30"), tmp_path, stop=stop)
+    assert result.status == "Left" and not result.reported
+    assert rec.kinds == ["Running"]                     # no output, no Failed: the server reschedules it
+    assert not alive(int((tmp_path / "23" / "bg.pid").read_text()))
+
+
+def test_a_job_the_batch_system_killed_first_is_left_too(tmp_path):
+    # The batch system signals the job and the pilot at once; the job's end
+    # may be seen before the pilot's handler ran.
+    stop = Stop(leave_jobs_on_term=True)
+    threading.Timer(0.3, lambda: stop.stop("Pilot stopped", leave_jobs=True)).start()
+    result, rec = run(sh(24, "kill -TERM $$"), tmp_path, stop=stop)
+    assert result.status == "Left" and rec.kinds == ["Running"]
+    plain, rec = run(sh(25, "kill -TERM $$"), tmp_path, stop=Stop(leave_jobs_on_term=True))
+    assert plain.status == "Failed" and plain.minor_status == "Killed by signal 15"   # no stop: an ordinary failure
+
+
 def test_cannot_start(tmp_path):
     result, rec = run(JobSpec(job_id=21, executable="/nonexistent/program"), tmp_path)
     assert result.status == "Failed" and result.minor_status.startswith("Cannot start")

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
+from urllib.parse import quote
 
 from wms.cli import output
 from wms.cli.client import Client, ClientError
@@ -248,6 +249,13 @@ def cmd_why(args: argparse.Namespace) -> int:
 
 
 def cmd_pilots(args: argparse.Namespace) -> int:
+    if args.output:
+        answer = Client().get(f"/pilots/{quote(args.output, safe='')}/output")
+        if args.json:
+            output.as_json(answer)
+        else:
+            sys.stdout.write(answer["Output"])
+        return 0
     rows = Client().get("/pilots")
     return show(args, rows, ["PilotID", "Queue", "Backend", "State", "JobsRun", "Submitted", "LastUpdate"])
 
@@ -422,7 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", metavar="ID")
     p = command("output", cmd_output, "the job's stdout and stderr")
     p.add_argument("id", metavar="ID")
-    command("pilots", cmd_pilots, "the pilots the SiteDirector submitted, their state and jobs run")
+    p = command("pilots", cmd_pilots, "the pilots the SiteDirector submitted, their state and jobs run")
+    p.add_argument("--output", metavar="PILOT_ID", help="what that pilot printed (its stdout and stderr)")
     command("queues", cmd_queues, "resv/used/tot slots and consumables per queue, host and global (qstat -f)")
     p = command("accounting", cmd_accounting, "finished jobs with their advance reservation; --reservations: "
                 "reserved and used slot-seconds per reservation")

@@ -27,6 +27,7 @@ from wms.config.models import (
 )
 from wms.config.yamlfile import KeyPath, dotted_path, line_of, load_yaml_with_lines
 from wms.core.errors import ConfigError
+from wms.core.pilot_backends import missing_backend_parameters
 from wms.core.resources import Resources
 
 WMS_FILE = "wms.yaml"
@@ -238,6 +239,7 @@ def load_config(
     types = merged_parameter_types(operations.JobDescription.Parameters)
     sites, problems = check_sites(resources_file.Sites, types, cluster.usersets)
     report.raise_problems(problems)
+    report.raise_problems(missing_backend_parameters(sites))
 
     return Config(
         directory=root,

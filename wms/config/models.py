@@ -41,6 +41,7 @@ from wms.core.requirements import (
     normalise_resource_value,
     normalise_type_name,
 )
+from wms.core.pilot_backends import backend_parameter_problem
 from wms.core.resources import CES_KEY, QUEUES_KEY, VO_KEY
 
 KeyPath = tuple[Any, ...]
@@ -224,6 +225,9 @@ class Settings(_Model):
     ] = Field(default_factory=lambda: list(DEFAULT_CPU_TIME_SEGMENTS))
     smtp: SmtpSettings | None = None
     max_jobs_per_submission: PositiveInt = 10000
+    # Pilot logs and exit files of the SiteDirector's backends; for Slurm
+    # pilots a directory the worker nodes share (docs/deployment.md).
+    pilot_log_dir: Annotated[str, Field(min_length=1)] = "var/pilots"
 
     def model_post_init(self, context: Any, /) -> None:
         # Fill in the periods not given; the refresher follows submit_pool_refresh.
@@ -420,6 +424,15 @@ BUILTIN_PARAMETER_TYPES: dict[str, str] = {
     "MaxTotalPilots": NUMBER,
     "Platform": STRING,
     "Backend": STRING,
+    "Partition": STRING,
+    "SlurmOptions": STRING,
+    "SlurmConf": STRING,
+    "SSHHost": STRING,
+    "SSHUser": STRING,
+    "SSHPort": NUMBER,
+    "SSHKey": STRING,
+    "SSHKnownHosts": STRING,
+    "SSHDirectory": STRING,
     "Tags": LIST,
     "RequiredTag": LIST,
 }
@@ -589,6 +602,10 @@ class _SitesChecker:
             return _INVALID
         if folded in _COUNT_PARAMETERS and (not isinstance(checked, int) or checked < 0):
             self.add(path, f"expected a whole number >= 0, got {value!r}")
+            return _INVALID
+        problem = backend_parameter_problem(folded, checked)
+        if problem:
+            self.add(path, problem)
             return _INVALID
         return checked
 

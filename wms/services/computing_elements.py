@@ -8,18 +8,21 @@ A backend is any object with
   (the ``local`` backend stands in for every queue of resources.yaml), so
   the SiteDirector tells the pilot the queue's Platform and CPUTime instead
   of letting it probe the node;
+* ``parameters``: the queue parameters it reads (given to it as
+  ``pilot_args.options``);
 * ``submit_pilots(queue_ref, count, pilot_args) -> list[str]``: start
   ``count`` pilots, returning one backend reference per pilot, in the order
   of ``pilot_args.pilot_ids``;
 * ``status(backend_refs) -> dict[ref, state]``: the state of each pilot it
-  knows (Running, Done, Failed); a reference it cannot judge is left out,
-  and its pilot keeps its state;
+  knows (Submitted, Running, Done, Failed, Aborted); a reference it cannot
+  judge is left out, and its pilot keeps its state;
 * ``kill(ref)``: stop the pilot.
 
-``local`` is the only backend so far; docs/agents.md says how to add
-``ssh``/``slurm``/``htcondor``. The pilot's bearer token reaches the pilot
-by its environment (WMS_TOKEN), never on a command line, where any user of
-the node could read it.
+``local`` is here, ``slurm`` in wms/services/slurm_backend.py, ``ssh``
+in wms/services/ssh_backend.py; the registry by name is
+wms/services/backends.py (docs/agents.md). The pilot's
+bearer token reaches the pilot by its environment (WMS_TOKEN), never on a
+command line, where any user of the node could read it.
 """
 
 from __future__ import annotations
@@ -32,12 +35,12 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from wms.core.errors import InvalidInput
 from wms.core.resources import QueueRef
 
-RUNNING, DONE, FAILED = "Running", "Done", "Failed"
+SUBMITTED, RUNNING, DONE, FAILED, ABORTED = "Submitted", "Running", "Done", "Failed", "Aborted"
 DEFAULT_BACKEND = "local"
 
 
@@ -48,18 +51,26 @@ class PilotArgs:
     ``argv`` are the ``wms-pilot`` options common to them all (``--site``,
     ``--pools``, ...), without ``--url``, ``--token`` or ``--pilot-id``,
     which the backend adds: ``url`` and ``pilot_ids`` as options, ``token``
-    through the environment.
+    through the environment. ``options`` are the queue's values of the
+    backend's ``parameters`` (those the queue states).
     """
 
     url: str
     token: str = field(repr=False)
     pilot_ids: tuple[str, ...]
     argv: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def check_count(count: int, pilot_args: PilotArgs) -> None:
+    if count != len(pilot_args.pilot_ids):
+        raise ValueError(f"{count} pilots asked for but {len(pilot_args.pilot_ids)} pilot ids given")
 
 
 class Backend(Protocol):
     name: str
     emulates_queues: bool
+    parameters: tuple[str, ...]
 
     def submit_pilots(self, queue_ref: QueueRef, count: int, pilot_args: PilotArgs) -> list[str]: ...
 
@@ -71,7 +82,7 @@ class Backend(Protocol):
 # The wrapper writes the pilot's exit status next to its log, so any process
 # on this host (a restarted `wms up`, another Celery worker child) can tell
 # Done from Failed after the pilot is gone; $0 is the exit file.
-_WRAPPER = '"$@"; rc=$?; echo "$rc" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$rc"'
+EXIT_WRAPPER = '"$@"; rc=$?; echo "$rc" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$rc"'
 
 
 class LocalBackend:
@@ -86,6 +97,7 @@ class LocalBackend:
 
     name = "local"
     emulates_queues = True
+    parameters: tuple[str, ...] = ()
     # Processes this interpreter started, shared by every instance so that
     # any director in the process can reap them (no zombies).
     _children: dict[int, subprocess.Popen] = {}
@@ -103,8 +115,7 @@ class LocalBackend:
         return [self.python, "-m", "pilot", "--url", pilot_args.url, "--pilot-id", pilot_id, *pilot_args.argv]
 
     def submit_pilots(self, queue_ref: QueueRef, count: int, pilot_args: PilotArgs) -> list[str]:
-        if count != len(pilot_args.pilot_ids):
-            raise ValueError(f"{count} pilots asked for but {len(pilot_args.pilot_ids)} pilot ids given")
+        check_count(count, pilot_args)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = dict(self.env if self.env is not None else os.environ)
         env["WMS_TOKEN"] = pilot_args.token
@@ -115,7 +126,7 @@ class LocalBackend:
             exit_file.unlink(missing_ok=True)
             with open(self.log_dir / f"{pilot_id}.log", "ab") as log:
                 process = subprocess.Popen(
-                    ["/bin/sh", "-c", _WRAPPER, str(exit_file), *self.command(pilot_args, pilot_id)],
+                    ["/bin/sh", "-c", EXIT_WRAPPER, str(exit_file), *self.command(pilot_args, pilot_id)],
                     env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True, close_fds=True,
                 )
@@ -185,11 +196,6 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
-
-
-# Backends by the name a queue's ``Backend`` parameter gives; a launcher
-# may be given others (tests, site-specific ones).
-BACKEND_TYPES: dict[str, type] = {"local": LocalBackend}
 
 
 @dataclass

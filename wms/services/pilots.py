@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from wms.core.errors import NotFound
 from wms.core.identity import Identity
 from wms.core.resources import ParameterMap, QueueRef
 from wms.core.scheduling import SchedulingRequest, parameter, rejection
@@ -35,12 +36,8 @@ from wms.db.engine import reading
 from wms.db import matching as match_db
 from wms.db import pilots as pilots_db
 from wms.db import pools as pools_db
-from wms.services.computing_elements import (
-    BACKEND_TYPES,
-    LocalBackend,
-    PilotArgs,
-    PilotLauncher,
-)
+from wms.services.backends import BACKEND_TYPES
+from wms.services.computing_elements import PilotArgs, PilotLauncher
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
 from wms.services.tokens import create_token
@@ -53,6 +50,8 @@ DEFAULT_MAX_WAITING_PILOTS = 10
 DEFAULT_MAX_TOTAL_PILOTS = 100
 # Seconds added to an emulated queue's CPUTime in the pilot's --cpu-time-left.
 CPU_TIME_MARGIN = 600
+# Bytes of a pilot's log `wms pilots --output` shows (the tail).
+PILOT_OUTPUT_LIMIT = 1 << 20
 PILOT_IDENTITY = Identity(user="site-director", group="pilot", vo="all", role="pilot")
 
 
@@ -82,13 +81,12 @@ def make_launcher(
 ) -> PilotLauncher:
     """A launcher with a NEW pilot-role token (create it once, keep it).
 
-    ``backends`` default to one of each type in BACKEND_TYPES (the local one
-    writing pilot logs to ``log_dir``).
+    ``backends`` default to one of each type in BACKEND_TYPES, each writing
+    pilot logs to ``log_dir``.
     """
     token = create_token(runtime.engine, identity, now, description="SiteDirector pilots")
     if backends is None:
-        backends = {name: (kind(log_dir=log_dir) if kind is LocalBackend else kind())
-                    for name, kind in BACKEND_TYPES.items()}
+        backends = {name: kind(log_dir=log_dir) for name, kind in BACKEND_TYPES.items()}
     return PilotLauncher(url=url or server_url(runtime), token=token, backends=dict(backends),
                          pilot_options=tuple(pilot_options))
 
@@ -99,6 +97,25 @@ def list_pilots(runtime: Runtime) -> list[dict[str, Any]]:
     with reading(runtime.engine) as conn:
         rows = pilots_db.list_pilots(conn)
     return [pilot_view(row) for row in rows]
+
+
+def pilot_output(runtime: Runtime, pilot_id: str) -> str:
+    """What the pilot printed (stdout and stderr), from its log in
+    ``pilot_log_dir``: its last PILOT_OUTPUT_LIMIT bytes (a pilot living
+    for days may write a lot; the end says how it ended)."""
+    with reading(runtime.engine) as conn:
+        pilot = pilots_db.get_pilot(conn, pilot_id)
+    if pilot is None:
+        raise NotFound(f"no such pilot: {pilot_id}")
+    log = Path(runtime.config.settings.pilot_log_dir) / f"{pilot_id}.log"
+    try:
+        with open(log, "rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(0, size - PILOT_OUTPUT_LIMIT))
+            text = file.read().decode(errors="replace")
+    except FileNotFoundError:
+        raise NotFound(f"pilot {pilot_id} has no log in {log.parent} (yet)") from None
+    return text if size <= PILOT_OUTPUT_LIMIT else f"(the last {PILOT_OUTPUT_LIMIT} bytes of {size})\n{text}"
 
 
 def pilot_view(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -293,14 +310,23 @@ def pilot_argv(ref: QueueRef, pools: Sequence[str], params: ParameterMap, limits
     return [*argv, *extra]
 
 
+def backend_options(backend: Any, params: ParameterMap) -> dict[str, Any]:
+    """The queue's values of the parameters ``backend`` reads (those it states)."""
+    wanted = getattr(backend, "parameters", ())
+    return {name: value for name in wanted if (value := parameter(params, name)) is not None}
+
+
 def launch_pilots(runtime: Runtime, launcher: PilotLauncher, ref: QueueRef, backend_name: str,
-                  pilot_ids: Sequence[str], argv: Sequence[str], now: datetime) -> list[str]:
+                  pilot_ids: Sequence[str], argv: Sequence[str], now: datetime,
+                  options: Mapping[str, Any] | None = None) -> list[str]:
     """Start the reserved pilots; store their references. A backend that
-    fails marks them Aborted (and the error propagates)."""
+    fails marks them Aborted (and the error propagates). ``options``: the
+    queue's backend parameters (:func:`backend_options`)."""
     if not pilot_ids:
         return []
     backend = launcher.backend(backend_name)
-    args = PilotArgs(url=launcher.url, token=launcher.token, pilot_ids=tuple(pilot_ids), argv=tuple(argv))
+    args = PilotArgs(url=launcher.url, token=launcher.token, pilot_ids=tuple(pilot_ids), argv=tuple(argv),
+                     options=dict(options or {}))
     try:
         refs = backend.submit_pilots(ref, len(pilot_ids), args)
     except Exception:

@@ -1,0 +1,74 @@
+"""The SiteDirector with the ssh backend, against a real `wms server` and
+an sshd of the session's own: a queue with `Backend: ssh` gets pilots on
+the node, they run the jobs, and their end and logs come back."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from datetime import datetime, timezone
+
+from agents.site_director import site_director
+from tests.helpers import CONFIG_DIR
+from tests.pilot_backends import wait_jobs_done
+from tests.servers import running_server
+from wms.config import load_config
+from wms.db.engine import make_engine
+from wms.services import pilots as pilots_service
+from wms.services.runtime import Runtime
+
+QUEUE = "SSH.Node.ch/node.ssh.ch/batch"
+RESOURCES = """\
+Sites:
+  SSH.Node.ch:
+    CEs:
+      node.ssh.ch:
+        Backend: ssh
+        SSHHost: 127.0.0.1
+        SSHPort: {port}
+        SSHUser: {user}
+        SSHKey: {key}
+        SSHKnownHosts: {known_hosts}
+        SSHDirectory: {directory}
+        Queues:
+          batch: {{CPUTime: 86400, MaxWaitingPilots: 2, MaxTotalPilots: 2, complex_values: {{slots: 2}}}}
+"""
+
+
+def test_ssh_pilots_run_the_jobs_of_their_queue(ssh_server, tmp_path):
+    config = tmp_path / "edited"
+    shutil.copytree(CONFIG_DIR, config)
+    (config / "resources.yaml").write_text(RESOURCES.format(
+        port=ssh_server.port, user=ssh_server.user, key=ssh_server.client_key, known_hosts=ssh_server.known_hosts,
+        directory=tmp_path / "node"))
+    with running_server(tmp_path, config_dir=config) as server:
+        roland = server.token("roland", "lhcb_user", "lhcb", "user")
+        jdl = tmp_path / "ssh.jdl"
+        jdl.write_text('[ Executable = "/bin/sh"; Arguments = "-c \'echo job $WMS_JOB_ID\'"; CPUTime = 300;'
+                       ' Site = "SSH.Node.ch"; Parameters = 4; JobName = "ssh_%n"; ]')
+        ids = [int(i) for i in server.json("submit", str(jdl), token=roland)["job_ids"]]
+
+        runtime = Runtime.create(load_config(server.config), make_engine(server.env["WMS_DATABASE_URL"]))
+        launcher = pilots_service.make_launcher(
+            runtime, datetime.now(timezone.utc), url=server.url, log_dir=tmp_path / "pilots",
+            pilot_options=("--max-empty", "2", "--poll", "0.3", "--heartbeat", "1"))
+        report = site_director(runtime, datetime.now(timezone.utc), launcher=launcher)
+        assert report["submitted"] == {QUEUE: 2} and report["errors"] == {}, report
+
+        deadline = time.monotonic() + 60
+        rows = wait_jobs_done(server, ids, roland, timeout=60)
+        assert [r["Status"] for r in rows] == ["Done"] * 4 and {r["Queue"] for r in rows} == {QUEUE}, rows
+        assert server.json("output", str(ids[0]), token=roland)["stdout"] == f"job {ids[0]}\n"
+
+        while time.monotonic() < deadline:
+            site_director(runtime, datetime.now(timezone.utc), launcher=launcher)
+            shown = pilots_service.list_pilots(runtime)
+            if all(p["State"] not in ("Submitted", "Running") for p in shown):
+                break
+            time.sleep(0.3)
+        assert [(p["Backend"], p["State"]) for p in shown] == [("ssh", "Done")] * 2, shown
+        assert sum(p["JobsRun"] for p in shown) == 4
+        for pilot in shown:
+            assert pilot["BackendRef"].startswith(f"ssh://{ssh_server.user}@127.0.0.1:{ssh_server.port}/")
+            assert "starting against" in (tmp_path / "pilots" / f"{pilot['PilotID']}.log").read_text()
+        runtime.engine.dispose()

@@ -1,0 +1,12 @@
+"""The computing-element backends by the name a queue's ``Backend``
+parameter gives (wms.core.pilot_backends.BACKEND_NAMES lists the same
+names for the configuration check); a launcher may be given others
+(tests, site-specific ones)."""
+
+from __future__ import annotations
+
+from wms.services.computing_elements import LocalBackend
+from wms.services.slurm_backend import SlurmBackend
+from wms.services.ssh_backend import SshBackend
+
+BACKEND_TYPES: dict[str, type] = {"local": LocalBackend, "slurm": SlurmBackend, "ssh": SshBackend}
