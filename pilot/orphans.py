@@ -40,27 +40,31 @@ log = logging.getLogger("pilot.orphans")
 
 SUFFIX = ".sessions"
 
-def start_time(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot (proc(5) field 22), None if gone."""
+def proc_fields(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), None if gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     except OSError:
         return None
-    return int(fields[19])
+
+
+def processes() -> list[tuple[int, list[str]]]:
+    """Every process now, with its stat fields (see proc_fields)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (fields := proc_fields(name)) is not None:
+            out.append((int(name), fields))
+    return out
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot (proc(5) field 22), None if gone."""
+    fields = proc_fields(pid)
+    return None if fields is None else int(fields[19])
 
 
 def session_members(sid: int) -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{name}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:
-            out.append(int(name))
-    return out
+    return [pid for pid, fields in processes() if int(fields[3]) == sid]
 
 
 def kill_session(sid: int) -> None:

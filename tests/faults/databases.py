@@ -27,6 +27,14 @@ def _as(user: str, argv: list[str]) -> list[str]:
     return ["runuser", "-u", user, "--", *argv] if os.geteuid() == 0 else argv
 
 
+def create_database(admin_url: str) -> None:
+    """The database ``wms`` on the server of ``admin_url``."""
+    admin = make_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text("CREATE DATABASE wms"))
+    admin.dispose()
+
+
 class PrivatePostgres:
     """A PostgreSQL cluster of our own: initdb, pg_ctl start, pg_ctl stop -m immediate."""
 
@@ -45,10 +53,7 @@ class PrivatePostgres:
         subprocess.run(_as("postgres", [str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
                                         "postgres", "--no-sync"]), check=True, capture_output=True)
         self.start()
-        admin = make_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text("CREATE DATABASE wms"))
-        admin.dispose()
+        create_database(self.url("postgres"))
 
     def url(self, database: str = "wms") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
@@ -89,10 +94,7 @@ class PrivateMariaDB:
         subprocess.run([install, "--no-defaults", f"--datadir={self.data}", "--auth-root-authentication-method=normal",
                         "--skip-test-db", *user], check=True, capture_output=True)
         self.start()
-        admin = make_engine(self.url(""), isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text("CREATE DATABASE wms"))
-        admin.dispose()
+        create_database(self.url(""))
 
     def url(self, database: str = "wms") -> str:
         return f"mysql://root@127.0.0.1:{self.port}/{database}"

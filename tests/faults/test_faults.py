@@ -141,6 +141,13 @@ class FaultRun:
         start()
         self.note(f"{name} started again")
 
+    def pilot_refs(self) -> list[str]:
+        """The backend references of every pilot, to kill what is left at the end."""
+        try:
+            return [p["BackendRef"] for p in self.get("/pilots", self.manager)]
+        except AssertionError:          # the server is gone: its pilots end on their own
+            return []
+
     # -- the counts --------------------------------------------------------------------
     def wait_all_ended(self, timeout: float) -> dict[int, dict[str, Any]]:
         def ended() -> dict[int, dict[str, Any]] | None:
@@ -180,7 +187,6 @@ def distributed(tmp_path: Path, database_url: str, crash_database: Callable[[], 
     server = ServerHandle(tmp_path, config, url, env)
     server.ok("db", "upgrade")
     agents: list[subprocess.Popen] = []
-    pilot_refs: list[str] = []
     run: FaultRun | None = None
     try:
         server.start()
@@ -201,14 +207,10 @@ def distributed(tmp_path: Path, database_url: str, crash_database: Callable[[], 
         jobs = run.wait_all_ended(timeout=240)
         run.check(jobs, database_url)
     finally:
-        if run is not None:
-            try:
-                pilot_refs = [p["BackendRef"] for p in run.get("/pilots", run.manager)]
-            except AssertionError:
-                pilot_refs = []
+        refs = run.pilot_refs() if run is not None else []
         for process in reversed(agents):
             stop(process)
-        kill_pilots(pilot_refs)
+        kill_pilots(refs)
         server.stop()
 
 
@@ -236,7 +238,6 @@ def test_wms_up_on_sqlite_dies_while_jobs_run(tmp_path):
     server = EmbeddedHandle(tmp_path, config, url, env)
     server.ok("db", "upgrade")
     run: FaultRun | None = None
-    pilot_refs: list[str] = []
     try:
         server.start()
         run = FaultRun(server, [server.log], tmp_path / "markers")
@@ -246,10 +247,6 @@ def test_wms_up_on_sqlite_dies_while_jobs_run(tmp_path):
         jobs = run.wait_all_ended(timeout=240)
         run.check(jobs, database_url)
     finally:
-        if run is not None:
-            try:
-                pilot_refs = [p["BackendRef"] for p in run.get("/pilots", run.manager)]
-            except AssertionError:
-                pilot_refs = []
+        refs = run.pilot_refs() if run is not None else []
         server.stop()
-        kill_pilots(pilot_refs)
+        kill_pilots(refs)
