@@ -23,10 +23,11 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Sequence
 
 from wms.core.match.context import MatchContext, TaskQueueView
-from wms.core.match.verdict import ALLOW, not_now
+from wms.core.match.layer import BaseLayer, Debit
+from wms.core.match.verdict import ALLOW, Verdict, not_now
 from wms.core.reservations.states import STARTED, usable
 
 LAYER = "reservation"
@@ -81,11 +82,11 @@ def _h_rt(tq: TaskQueueView) -> float | None:
     return float(value)
 
 
-class ReservationLayer:
+class ReservationLayer(BaseLayer):
     name = LAYER
 
-    def check(self, ctx: MatchContext, tq: TaskQueueView):
-        snap: Snapshot | None = getattr(ctx, "reservations", None)
+    def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+        snap: Snapshot | None = ctx.reservations
         ar_id = tq.definition.get("reservation")
         if ar_id is None:
             if snap is None or _h_rt(tq) is not None:
@@ -110,17 +111,20 @@ class ReservationLayer:
             return not_now(LAYER, REASON_OTHER_HOST.format(ar_id=ar_id, host=ctx.request.host))
         return ALLOW
 
+    def adjust(self, ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:
+        return adjust_debits(ctx, tq, debits)
 
-def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: list[Any]) -> list[Any]:
+
+def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:
     """The claim's debits with reservations applied (see the module docstring)."""
-    snap: Snapshot | None = getattr(ctx, "reservations", None)
+    snap: Snapshot | None = ctx.reservations
     if snap is None:
-        return debits
+        return list(debits)
     ar_id = tq.definition.get("reservation")
     if ar_id is not None:
         view = snap.get(ar_id)
         if view is None:
-            return debits
+            return list(debits)
         held: dict[tuple[str, str], float] = {}
         for scope, resource, amount, _, _ in view.bookings:
             held[(scope, resource)] = held.get((scope, resource), 0.0) + amount
@@ -135,6 +139,6 @@ def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: list[Any]) -> li
         for scope, resource, amount, _, _ in view.bookings:
             reduce[(scope, resource)] = reduce.get((scope, resource), 0.0) + amount
     if not reduce:
-        return debits
+        return list(debits)
     return [dataclasses.replace(d, capacity=d.capacity - reduce[(d.scope, d.resource)])
             if (d.scope, d.resource) in reduce else d for d in debits]
