@@ -97,3 +97,15 @@ def _task_queue(runtime: Runtime, job_id: int) -> int:
     from wms.services import jobs as jobs_service
     [row] = jobs_service.visible_jobs(runtime, ADMIN, [job_id])
     return row["task_queue_id"]
+
+
+def test_a_pilot_whose_host_offers_what_the_first_one_lacked_gets_the_job(engine, now):
+    """The static cache holds for every pilot of a queue: it is not filled from the first pilot's host."""
+    runtime = Runtime.create(load_config(CONFIG), engine)
+    text = '[ Executable = "/bin/true"; ResourceRequests = [ arch = "lx-amd64"; ]; ]'
+    [job_id] = submit_jobs(runtime, ROLAND, [("arch.jdl", text)], SubmitOptions(), now)
+    queue = dict(site="LCG.CERN.ch", ce="ce01.cern.ch", queue="long")
+    bare = matcher.request_job(runtime, PilotRequest(host="wn1", pilot_id="p1", **queue), now)
+    assert bare.job is None and "arch=lx-amd64 requested, not offered on any level" in bare.reason
+    able = matcher.request_job(runtime, PilotRequest(host="wn2", pilot_id="p2", load={"arch": "lx-amd64"}, **queue), now)
+    assert able.job is not None and able.job["JobID"] == job_id, able.reason
