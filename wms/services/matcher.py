@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -77,18 +76,11 @@ class _DoesNotFit(Exception):
 # ---------------------------------------------------------------- task queue views
 def task_queue_views(runtime: Runtime, conn: Connection, tq_ids: list[int]) -> dict[int, TaskQueueView]:
     """Parsed task queues by id: built once per task queue (definitions never change)."""
-    cache = runtime.match_cache.setdefault("tq_views", {})
+    cache = runtime.caches.task_queue_views
     missing = [i for i in tq_ids if i not in cache]
     for row in match_db.get_task_queues(conn, missing):
         cache[row["tq_id"]] = levels.task_queue_view(row, runtime.complexes)
     return {i: cache[i] for i in tq_ids if i in cache}
-
-
-# Seconds a process reuses its list of task queues with waiting jobs. A task
-# queue that empties meanwhile just yields no job; one that another server
-# process creates is seen at most this late (submissions in this process
-# clear the list at once).
-CANDIDATES_TTL = 1.0
 
 
 class LazyReader:
@@ -111,26 +103,16 @@ class LazyReader:
             self._conn.close()
 
 
-def _fresh(runtime: Runtime) -> dict[str, Any]:
-    """The short-lived part of the cache: emptied after CANDIDATES_TTL or when jobs become waiting here."""
-    cache = runtime.match_cache.setdefault("waiting", {})
-    now = time.monotonic()
-    if now - cache.get("since", now) > CANDIDATES_TTL:
-        cache.clear()
-    cache.setdefault("since", now)
-    return cache
-
-
 def waiting_task_queues(runtime: Runtime, reader: LazyReader) -> list[tuple[int, int, str | None]]:
-    cache = _fresh(runtime)
-    if "list" not in cache:
-        cache["list"] = match_db.waiting_task_queues(reader())
-    return cache["list"]
+    generation = runtime.caches.waiting.current()
+    if generation.task_queues is None:
+        generation.task_queues = match_db.waiting_task_queues(reader())
+    return generation.task_queues
 
 
 def pools_for_queue(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[str, ...]:
     """getSubmitPoolsForQueue for a pilot that did not say (the TaskQueueDirector case), cached briefly."""
-    cache = _fresh(runtime).setdefault("pools", {})
+    cache = runtime.caches.waiting.current().pools
     key = request.ref.name
     if key not in cache:
         cache[key] = tuple(pools_db.get_pools_for_queue(reader(), request.site, request.ce, request.queue))
@@ -139,7 +121,7 @@ def pools_for_queue(runtime: Runtime, reader: LazyReader, request: PilotRequest)
 
 def candidates(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView]]:
     """The task queues with waiting jobs the pilot's pools may serve, ready to draw from (cached briefly)."""
-    cache = _fresh(runtime).setdefault("candidates", {})
+    cache = runtime.caches.waiting.current().candidates
     key = (request.ref.name, request.pools)
     if key not in cache:
         # The pools layer's rule, applied to the whole list at once: the
@@ -154,23 +136,19 @@ def candidates(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> t
 
 def forget_waiting_task_queues(runtime: Runtime) -> None:
     """Jobs became waiting in this process: read the list afresh next time."""
-    runtime.match_cache.pop("waiting", None)
+    runtime.caches.waiting.forget()
 
 
 def static_verdicts(runtime: Runtime) -> StaticVerdicts:
     """The static phase's verdicts of this configuration (specs/000 "Result caching")."""
-    cache = runtime.match_cache.setdefault("static", {})
-    verdicts = cache.get("verdicts")
-    if verdicts is None:
-        verdicts = cache.setdefault("verdicts", StaticVerdicts())
-    return verdicts
+    return runtime.caches.static_verdicts
 
 
 # ---------------------------------------------------------------- the request
 def match_context(runtime: Runtime, request: PilotRequest, now: datetime) -> MatchContext:
     """The pilot's levels, the quota sets and the reservations, read once for the whole request."""
     table = runtime.complexes
-    static = runtime.match_cache.setdefault("levels", {})
+    static = runtime.caches.levels
     key = request.ref.name
     if key not in static:
         queue_params = runtime.resources_for(None).queue_parameter_map(request.ref)
@@ -384,11 +362,11 @@ def create_usage_rows(runtime: Runtime, debits: list[Debit]) -> None:
     deleted). Created inside the claim, they would be marked known to this
     process's other threads before they are committed, or even when the
     claim rolls back; a debit on a missing row fails as if it were full."""
-    known = runtime.match_cache.setdefault("usage_rows", {})
+    known = runtime.caches.usage_rows
     missing = [(d.scope, d.resource) for d in debits if (d.scope, d.resource) not in known]
     if missing:
         run_in_transaction(runtime.engine, lambda conn: match_db.ensure_usage_rows(conn, missing))
-        known.update(dict.fromkeys(missing, True))
+        known.update(missing)
 
 
 def job_payload(job: dict[str, Any], tq: TaskQueueView, lease: int) -> dict[str, Any]:

@@ -83,9 +83,8 @@ def configured_hosts(runtime: Runtime) -> list[str]:
 
 def candidates(runtime: Runtime) -> list[Candidate]:
     """Every queue, alone and bound to each configured host (cached per configuration)."""
-    cache = runtime.match_cache.setdefault("ar_candidates", {})
-    if "list" in cache:
-        return cache["list"]
+    if runtime.caches.reservation_candidates is not None:
+        return runtime.caches.reservation_candidates
     table = runtime.complexes
     cluster = runtime.config.cluster
     global_values = levels.global_level(table, cluster)
@@ -101,7 +100,7 @@ def candidates(runtime: Runtime) -> list[Candidate]:
         out.append(Candidate(ref.name, None, params, (global_values, queue_values)))
         for host, host_values in host_levels.items():
             out.append(Candidate(ref.name, host, params, (global_values, host_values, queue_values)))
-    cache["list"] = out
+    runtime.caches.reservation_candidates = out
     return out
 
 
@@ -243,11 +242,11 @@ def confirm(runtime: Runtime, request: Any, cands: list[Candidate], ar_id: int, 
     """The second phase of a grant: wait until every Matcher sees the new
     reservation, then check it again against what was matched meanwhile.
 
-    A Matcher process reuses its list of reservations for up to VIEWS_TTL
+    A Matcher process reuses its list of reservations for up to caches.RESERVATIONS_TTL
     seconds, so for that long after the grant it may still hand a queue's
     slots to a job that will run into the window (or one without h_rt). The
     reservation is stored, as waiting, before it is confirmed; after
-    ``reservation_settle`` seconds (wms.yaml, twice VIEWS_TTL by default)
+    ``reservation_settle`` seconds (wms.yaml, twice caches.RESERVATIONS_TTL by default)
     no Matcher can still ignore it, and the calendar read again holds every
     job matched in between. If the booking still fits it is confirmed; if
     another assignment fits it is re-booked and checked again; otherwise
@@ -673,26 +672,21 @@ def notify(runtime: Runtime, row: dict[str, Any], event: str) -> None:
 
 
 # ---------------------------------------------------------------- for the Matcher and submission
-# Seconds a process reuses its list of active reservations: a reservation
-# granted or changed by another server process is seen at most this late.
-VIEWS_TTL = 1.0
-
-
 def forget(runtime: Runtime) -> None:
-    runtime.match_cache.pop("reservations", None)
+    runtime.caches.reservations.forget()
 
 
 def snapshot(runtime: Runtime, now: datetime) -> Snapshot | None:
-    """The active reservations as the Matcher sees them, cached briefly; None when there are none."""
-    cache = runtime.match_cache.setdefault("reservations", {})
-    clock = time.monotonic()
-    if "views" not in cache or clock - cache["since"] > VIEWS_TTL:
+    """The active reservations as the Matcher sees them, cached briefly
+    (caches.RESERVATIONS_TTL); None when there are none."""
+
+    def load() -> tuple[ReservationView, ...]:
         with reading(runtime.engine) as conn:
             rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
             bookings = ar_db.bookings_of(conn, [r["ar_id"] for r in rows]) if rows else {}
-        cache["views"] = tuple(_matcher_view(r, bookings[r["ar_id"]]) for r in rows)
-        cache["since"] = clock
-    views = cache["views"]
+        return tuple(_matcher_view(r, bookings[r["ar_id"]]) for r in rows)
+
+    views = runtime.caches.reservations.get(load)
     if not views:
         return None
     return Snapshot(now=now, reservations=views, duration_offset=runtime.config.settings.duration_offset)
