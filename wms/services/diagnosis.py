@@ -10,7 +10,7 @@ from wms.core import pools
 from wms.core.complexes import Relop, format_value
 from wms.core.identity import Identity
 from wms.core.match import framework, levels
-from wms.core.match.context import GLOBAL_SCOPE, host_scope, queue_scope
+from wms.core.scopes import GLOBAL_SCOPE, host_scope, inside_reservation, queue_scope
 from wms.core.match.framework import LAYERS
 from wms.core.match.pools import LAYER as POOLS
 from wms.core.match.quotas import QUOTA
@@ -105,9 +105,9 @@ def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
     reserved = reservations_service.reserved_slots(runtime)
     inside: dict[str, float] = {}
     for (scope, resource), amount in usage.items():
-        if scope.startswith("ar:") and resource == "slots":
-            inner = scope.split("|", 1)[1]
-            inside[inner] = inside.get(inner, 0.0) + amount
+        reserved_at = inside_reservation(scope)
+        if reserved_at is not None and resource == "slots":
+            inside[reserved_at[1]] = inside.get(reserved_at[1], 0.0) + amount
     rows = []
 
     def row(kind: str, name: str, scope: str, values: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,6 @@ own jobs are debited against the reservation's scopes
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,10 +29,11 @@ from wms.core import complexes as cx_rules
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound, WmsError
 from wms.core.identity import Identity
 from wms.core.match import levels
-from wms.core.match.context import LevelValues, host_scope
+from wms.core.match.context import LevelValues
+from wms.core.scopes import host_scope
 from wms.core.match.reservations import ReservationView, Snapshot
 from wms.core.patterns import match_pattern
-from wms.core.quantities import format_time, parse_time
+from wms.core.quantities import format_time, time_limit
 from wms.core.reservations import access
 from wms.core.reservations.calendar import Calendar, Use
 from wms.core.reservations.ids import next_id
@@ -106,11 +106,7 @@ def candidates(runtime: Runtime) -> list[Candidate]:
 
 def _h_rt(definition: Any) -> float | None:
     data = json.loads(definition) if isinstance(definition, str) else dict(definition or {})
-    value = (data.get("resource_requests") or {}).get("h_rt")
-    if value is None:
-        return None
-    seconds = parse_time(value)
-    return None if math.isinf(seconds) else seconds
+    return time_limit((data.get("resource_requests") or {}).get("h_rt"))
 
 
 def read_calendar(runtime: Runtime, conn: Connection, now: datetime, exclude: int | None = None
@@ -718,13 +714,13 @@ def check_job(runtime: Runtime, identity: Identity, ar_id: int, hard: dict[str, 
     offset = runtime.config.settings.duration_offset
     window = (row["end_time"] - row["start_time"]).total_seconds() - offset
     left = (row["end_time"] - now).total_seconds() - offset
-    h_rt = hard.get("h_rt")
-    if h_rt is not None and not math.isinf(float(h_rt)):
-        if float(h_rt) > window:
-            raise InvalidInput(f"-ar: h_rt {format_time(float(h_rt))} is longer than the reservation's "
+    h_rt = time_limit(hard.get("h_rt"))
+    if h_rt is not None:
+        if h_rt > window:
+            raise InvalidInput(f"-ar: h_rt {format_time(h_rt)} is longer than the reservation's "
                                f"duration minus duration_offset ({format_time(max(window, 0))})")
-        if float(h_rt) > left:
-            raise InvalidInput(f"-ar: h_rt {format_time(float(h_rt))} does not end before advance "
+        if h_rt > left:
+            raise InvalidInput(f"-ar: h_rt {format_time(h_rt)} does not end before advance "
                                f"reservation {ar_id} ends ({format_time(max(left, 0))} left)")
     reserved: dict[str, float] = {}
     for b in bookings:

@@ -11,16 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from wms.core.resources import ParameterMap, QueueRef, Resources
-
-GLOBAL_SCOPE = "global"
-
-
-def host_scope(host: str) -> str:
-    return f"host:{host}"
-
-
-def queue_scope(ref: QueueRef) -> str:
-    return f"queue:{ref.name}"
+from wms.core.scopes import GLOBAL_SCOPE, host_scope, queue_scope  # noqa: F401  (the levels' scopes)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ request; the claim's conditional debits are the real guard.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -26,6 +25,7 @@ from wms.core import complexes as cx_rules
 from wms.core.complexes import Complex, ComplexTable, Offer
 from wms.core.errors import InvalidInput
 from wms.core.groups import groups_of
+from wms.core.quantities import time_limit
 from wms.core.resources import QueueRef
 from wms.core.match.context import (
     GLOBAL_SCOPE,
@@ -393,9 +393,5 @@ def _level_debits(tq: TaskQueueView, level: LevelValues) -> list[Debit]:
 
 def limits(tq: TaskQueueView, cpu_time: int | None) -> dict[str, float | None]:
     """What the pilot enforces: wall-clock h_rt/s_rt from the requests, the job's CPUTime."""
-
-    def finite(value: Any) -> float | None:
-        return None if value is None or (isinstance(value, float) and math.isinf(value)) else float(value)
-
-    return {"h_rt": finite(tq.hard.get("h_rt")), "s_rt": finite(tq.hard.get("s_rt")),
+    return {"h_rt": time_limit(tq.hard.get("h_rt")), "s_rt": time_limit(tq.hard.get("s_rt")),
             "cpu_time": float(cpu_time) if cpu_time else None}

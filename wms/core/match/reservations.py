@@ -20,7 +20,6 @@ With no reservation the layer returns at once (``ctx.reservations`` is None).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
@@ -28,7 +27,9 @@ from typing import Sequence
 from wms.core.match.context import MatchContext, TaskQueueView
 from wms.core.match.layer import BaseLayer, Debit
 from wms.core.match.verdict import ALLOW, Verdict, not_now
+from wms.core.quantities import time_limit
 from wms.core.reservations.states import STARTED, usable
+from wms.core.scopes import reservation_scope
 
 LAYER = "reservation"
 REASON_UNKNOWN = "advance reservation {ar_id} does not exist or has ended"
@@ -76,10 +77,7 @@ class Snapshot:
 
 
 def _h_rt(tq: TaskQueueView) -> float | None:
-    value = tq.hard.get("h_rt")
-    if value is None or (isinstance(value, float) and math.isinf(value)):
-        return None
-    return float(value)
+    return time_limit(tq.hard.get("h_rt"))
 
 
 class ReservationLayer(BaseLayer):
@@ -128,7 +126,7 @@ def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit])
         held: dict[tuple[str, str], float] = {}
         for scope, resource, amount, _, _ in view.bookings:
             held[(scope, resource)] = held.get((scope, resource), 0.0) + amount
-        return [dataclasses.replace(d, scope=f"ar:{ar_id}|{d.scope}", capacity=held[(d.scope, d.resource)])
+        return [dataclasses.replace(d, scope=reservation_scope(ar_id, d.scope), capacity=held[(d.scope, d.resource)])
                 if (d.scope, d.resource) in held else d for d in debits]
     h_rt = _h_rt(tq)
     ends = None if h_rt is None else snap.now + timedelta(seconds=h_rt + snap.duration_offset)
