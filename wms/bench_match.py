@@ -256,6 +256,12 @@ def run_match_once(url: str, args, quotas: int = 0) -> dict[str, Any]:
     }
 
 
+def _median_ms(values) -> float | None:
+    """The median latency of the runs that matched anything (None when none did)."""
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known), 2) if known else None
+
+
 def run_match(args) -> int:
     kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
     runs = []
@@ -277,8 +283,8 @@ def run_match(args) -> int:
         "benchmark": "match", "database": args.database, "jobs": args.jobs, "task_queues": args.task_queues,
         "processes": args.processes, "threads": args.threads, "seconds": args.seconds,
         "median_matches_per_second": round(statistics.median(r["matches_per_second"] for r in runs), 1),
-        "median_p50_ms": round(statistics.median(r["p50_ms"] for r in runs), 2),
-        "median_p99_ms": round(statistics.median(r["p99_ms"] for r in runs), 2),
+        "median_p50_ms": _median_ms(r["p50_ms"] for r in runs),
+        "median_p99_ms": _median_ms(r["p99_ms"] for r in runs),
         "errors": sum(r["errors"] for r in runs),
         "duplicates": sum(r["duplicates"] for r in runs),
         "overbooked": sum(r["overbooked"] for r in runs),
@@ -289,7 +295,7 @@ def run_match(args) -> int:
         summary.update(
             quotas=quotas,
             median_matches_per_second_with_quotas=round(with_quotas, 1),
-            median_p99_ms_with_quotas=round(statistics.median(r["p99_ms"] for r in quota_runs), 2),
+            median_p99_ms_with_quotas=_median_ms(r["p99_ms"] for r in quota_runs),
             quota_rate_ratio=round(with_quotas / summary["median_matches_per_second"], 3)
             if summary["median_matches_per_second"] else None,
             errors=summary["errors"] + sum(r["errors"] for r in quota_runs),

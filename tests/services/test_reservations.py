@@ -497,14 +497,14 @@ def test_qralter_a_running_reservation(runtime):
 
 def test_a_job_matched_while_a_grant_settles_is_seen_before_it_is_confirmed(engine, tmp_path):
     # Two server processes: the Matcher of one still uses its list of
-    # reservations from before the grant (it may, for VIEWS_TTL) and hands
+    # reservations from before the grant (it may, for caches.RESERVATIONS_TTL) and hands
     # host1 to a job without h_rt; the grant's second phase sees that job
     # and withdraws the reservation instead of granting a host it cannot hold.
     matching = Runtime.create(reservation_config(tmp_path / "a"), engine)
     granting = Runtime.create(reservation_config(tmp_path / "b", reservation_settle=1.0), engine)
     [job] = submit(granting, UNLIMITED)
     assert ar.snapshot(matching, T0) is None
-    matching.match_cache["reservations"]["since"] = time.monotonic() + 3600   # a list that is not yet stale
+    matching.caches.reservations.keep_until(time.monotonic() + 3600)   # a list that is not yet stale
 
     outcome: dict = {}
 

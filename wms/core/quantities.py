@@ -176,6 +176,15 @@ def parse_time(text: str | int | float) -> float:
     return _scan(text, kind)
 
 
+def time_limit(value: str | int | float | None) -> float | None:
+    """A runtime limit (h_rt, s_rt) in seconds, None when there is none: not
+    requested, or ``infinity``. The one reading of "is there a limit"."""
+    if value is None:
+        return None
+    seconds = parse_time(value)
+    return None if math.isinf(seconds) else float(seconds)
+
+
 def parse_number(text: str | int | float, *, integer: bool = False) -> Number:
     """An INT (``integer=True``) or DOUBLE value of complex(5).
 

@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
+from wms.core import pools
 from wms.core.complexes import Relop, format_value
 from wms.core.identity import Identity
-from wms.core.match import levels
-from wms.core.match.context import GLOBAL_SCOPE, MatchContext, PilotRequest, host_scope, queue_scope
-from wms.core.match.quotas import QUOTA, QUOTA_LAYER
-from wms.core.match.requirements import StaticRequirements
-from wms.core.match.reservations import ReservationLayer
-from wms.core.match.verdict import Code
+from wms.core.match import framework, levels
+from wms.core.scopes import GLOBAL_SCOPE, host_scope, inside_reservation, queue_scope
+from wms.core.match.framework import LAYERS
+from wms.core.match.pools import LAYER as POOLS
+from wms.core.match.quotas import QUOTA
+from wms.core.match.verdict import Code, Verdict
 from wms.core.states import JobStatus
 from wms.db.engine import reading
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services import jobs as jobs_service
-from wms.services.matcher import task_queue_views
+from wms.services.matcher import queue_context, task_queue_views
 from wms.services import complexes as complexes_service
 from wms.services import reservations as reservations_service
 from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
 
 ELIGIBLE = "eligible: waiting for a pilot of this queue"
-# Layers a queue is judged by without a pilot; the host level and what the
-# pilot reports are decided when a pilot asks (so are quota rules on hosts).
-WHY_LAYERS = (ReservationLayer(), QUOTA_LAYER, levels.LEVEL_LAYERS[0], levels.LEVEL_LAYERS[2], StaticRequirements())
 QUOTA_REASON = "cannot run in queue {queue} because it {reason}"
 
 
@@ -42,46 +41,51 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
         return out
     with reading(runtime.engine) as conn:
         tq = task_queue_views(runtime, conn, [row["task_queue_id"]])[row["task_queue_id"]]
-        pool_queues = None
+        pool_queues, pool_document = None, None
         if tq.submit_pool is not None:
             pool = pools_db.get_pool(conn, tq.submit_pool)
             pool_queues = {"/".join(q) for q in pool["queues"]} if pool else set()
+            pool_document = json.loads(pool["requirements"]) if pool else None
         usage = match_db.all_usage(conn)
         holders = {key: match_db.holders(conn, *key) for key, used in usage.items()
                    if used > 0 and _exclusive_row(runtime, key[1])}
     eligible = 0
     snapshot = reservations_service.snapshot(runtime, now)
     for ref in runtime.resources_for(tq.vo).queues():
-        # No pilot yet: the host is unknown and is not judged.
-        request = PilotRequest(site=ref.site, ce=ref.ce, queue=ref.queue, host="", pilot_id="why",
-                               pools=None, slots=tq.slots)
-        params = runtime.resources_for(None).queue_parameter_map(ref)
-        ctx = MatchContext(
-            request=request,
-            levels=levels.build_levels(runtime.complexes, runtime.config.cluster,
-                                       params.get("complex_values") or {}, request),
-            usage=usage, complexes=runtime.complexes, pilot_ad={}, resources_for=runtime.resources_for,
-            reservations=snapshot,
-            quotas=quotas_service.for_request(runtime, usage), holders=holders,
-        )
+        # No pilot yet: the host is unknown and is judged when one asks.
+        # The queue serves the job's pool if the pool lists the queue.
+        served = None if pool_queues is None else (tq.submit_pool,) if ref.name in pool_queues else ()
+        ctx = queue_context(runtime, ref, served, slots=tq.slots, usage=usage, reservations=snapshot,
+                            quotas=quotas_service.for_request(runtime, usage), holders=holders)
+        diagnosis = framework.evaluate(LAYERS, ctx, tq, stop_at_first=False)
         entry = {"Queue": ref.name, "Layer": "", "Code": Code.OK.value, "Reason": ELIGIBLE}
-        if pool_queues is not None and ref.name not in pool_queues:
-            entry.update(Layer="requirements", Code=Code.NEVER.value, Reason="Requirements not met (not in the SubmitPool)")
-        else:
-            for layer in WHY_LAYERS:
-                verdict = layer.check(ctx, tq)
-                if not verdict.allowed:
-                    reason = verdict.reason
-                    if verdict.layer == QUOTA:
-                        reason = QUOTA_REASON.format(queue=ref.name, reason=reason)
-                    entry.update(Layer=verdict.layer or layer.name, Code=verdict.code.value, Reason=reason)
-                    break
+        if not diagnosis.allowed:
+            verdict = diagnosis.verdict
+            cause = None
+            if verdict.layer == POOLS and pool_document is not None:
+                params = runtime.resources_for(tq.vo).queue_parameters(ref)
+                cause = pools.queue_rejection(pool_document, params, runtime.config.parameter_types)
+            entry.update(Layer=verdict.layer, Code=verdict.code.value,
+                         Reason=_reason(ref.name, verdict, diagnosis.denials(), cause))
         eligible += entry["Code"] == Code.OK.value
         out["Queues"].append(entry)
     out["Summary"] = (f"{eligible} of {len(out['Queues'])} queues could run job {job_id} now; "
                       "the host level is judged when a pilot asks" if eligible
                       else f"no queue can run job {job_id} now")
     return out
+
+
+def _reason(queue: str, verdict: Verdict, denials: list[Verdict], pool_cause: str | None) -> str:
+    """The deciding layer's reason as ``wms why`` shows it. A queue outside the
+    job's SubmitPool was left out when the pool was computed: the pool's own
+    rule (``pool_cause``), or else the next layer that denies, says why."""
+    if verdict.layer == QUOTA:
+        return QUOTA_REASON.format(queue=queue, reason=verdict.reason)
+    if verdict.layer == POOLS:
+        cause = pool_cause or next((v.reason for v in denials if v.layer != POOLS), None)
+        if cause is not None:
+            return f"{verdict.reason}: {cause}"
+    return verdict.reason
 
 
 def _exclusive_row(runtime: Runtime, resource: str) -> bool:
@@ -101,9 +105,9 @@ def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
     reserved = reservations_service.reserved_slots(runtime)
     inside: dict[str, float] = {}
     for (scope, resource), amount in usage.items():
-        if scope.startswith("ar:") and resource == "slots":
-            inner = scope.split("|", 1)[1]
-            inside[inner] = inside.get(inner, 0.0) + amount
+        reserved_at = inside_reservation(scope)
+        if reserved_at is not None and resource == "slots":
+            inside[reserved_at[1]] = inside.get(reserved_at[1], 0.0) + amount
     rows = []
 
     def row(kind: str, name: str, scope: str, values: dict[str, Any]) -> dict[str, Any]:

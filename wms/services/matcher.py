@@ -13,8 +13,8 @@ is overbooked, whatever the number of Matchers (DESIGN.md).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,13 +25,15 @@ from wms.core.complexes import fits
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.jdl import parse_one
-from wms.core.match import levels
+from wms.core.match import framework, levels
 from wms.core.match import quotas as quota_layer
 from wms.core.match.choice import WeightedDraw
 from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
-from wms.core.match.reservations import ReservationLayer
-from wms.core.match.requirements import PilotRequirements, StaticRequirements
+from wms.core.match.framework import LAYERS, StaticVerdicts
+from wms.core.match.layer import Debit
+from wms.core.match.pools import admits
 from wms.core.match.verdict import Code, Verdict
+from wms.core.resources import QueueRef
 from wms.core.states import JobStatus
 from wms.db.engine import reading
 from wms.db import jobs as jobs_db
@@ -43,17 +45,14 @@ from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
 from wms.services.runtime import Runtime
 
+log = logging.getLogger(__name__)
+
 SOURCE_MATCHER = "Matcher"
 SOURCE_PILOT = "Pilot"
 SOURCE_LEASES = "LeaseReaper"
 SOURCE_STALLED = "StalledJobs"
 
 NO_WAITING = "no waiting job for the pools this queue serves"
-
-STATIC = StaticRequirements()
-# Strictly in order; the first denial ends the evaluation (DESIGN.md).
-# Reservations first (specs/003), then resource quotas (specs/001), then the levels.
-DEFAULT_LAYERS = (ReservationLayer(), quota_layer.QUOTA_LAYER, *levels.LEVEL_LAYERS, PilotRequirements())
 
 
 @dataclass(frozen=True)
@@ -77,18 +76,11 @@ class _DoesNotFit(Exception):
 # ---------------------------------------------------------------- task queue views
 def task_queue_views(runtime: Runtime, conn: Connection, tq_ids: list[int]) -> dict[int, TaskQueueView]:
     """Parsed task queues by id: built once per task queue (definitions never change)."""
-    cache = runtime.match_cache.setdefault("tq_views", {})
+    cache = runtime.caches.task_queue_views
     missing = [i for i in tq_ids if i not in cache]
     for row in match_db.get_task_queues(conn, missing):
         cache[row["tq_id"]] = levels.task_queue_view(row, runtime.complexes)
     return {i: cache[i] for i in tq_ids if i in cache}
-
-
-# Seconds a process reuses its list of task queues with waiting jobs. A task
-# queue that empties meanwhile just yields no job; one that another server
-# process creates is seen at most this late (submissions in this process
-# clear the list at once).
-CANDIDATES_TTL = 1.0
 
 
 class LazyReader:
@@ -111,26 +103,16 @@ class LazyReader:
             self._conn.close()
 
 
-def _fresh(runtime: Runtime) -> dict[str, Any]:
-    """The short-lived part of the cache: emptied after CANDIDATES_TTL or when jobs become waiting here."""
-    cache = runtime.match_cache.setdefault("waiting", {})
-    now = time.monotonic()
-    if now - cache.get("since", now) > CANDIDATES_TTL:
-        cache.clear()
-    cache.setdefault("since", now)
-    return cache
-
-
 def waiting_task_queues(runtime: Runtime, reader: LazyReader) -> list[tuple[int, int, str | None]]:
-    cache = _fresh(runtime)
-    if "list" not in cache:
-        cache["list"] = match_db.waiting_task_queues(reader())
-    return cache["list"]
+    generation = runtime.caches.waiting.current()
+    if generation.task_queues is None:
+        generation.task_queues = match_db.waiting_task_queues(reader())
+    return generation.task_queues
 
 
 def pools_for_queue(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[str, ...]:
     """getSubmitPoolsForQueue for a pilot that did not say (the TaskQueueDirector case), cached briefly."""
-    cache = _fresh(runtime).setdefault("pools", {})
+    cache = runtime.caches.waiting.current().pools
     key = request.ref.name
     if key not in cache:
         cache[key] = tuple(pools_db.get_pools_for_queue(reader(), request.site, request.ce, request.queue))
@@ -139,12 +121,14 @@ def pools_for_queue(runtime: Runtime, reader: LazyReader, request: PilotRequest)
 
 def candidates(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView]]:
     """The task queues with waiting jobs the pilot's pools may serve, ready to draw from (cached briefly)."""
-    cache = _fresh(runtime).setdefault("candidates", {})
+    cache = runtime.caches.waiting.current().candidates
     key = (request.ref.name, request.pools)
     if key not in cache:
-        pools = set(request.pools or ())
+        # The pools layer's rule, applied to the whole list at once: the
+        # candidates are cached per pools, so it is decided here only once.
+        pools = frozenset(request.pools) if request.pools is not None else None
         chosen = [(tq_id, priority) for tq_id, priority, pool in waiting_task_queues(runtime, reader)
-                  if pool is None or pool in pools]
+                  if admits(pools, pool)]
         views = task_queue_views(runtime, reader(), [tq_id for tq_id, _ in chosen])
         cache[key] = (WeightedDraw([t for t, _ in chosen], [p for _, p in chosen]), views)
     return cache[key]
@@ -152,35 +136,19 @@ def candidates(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> t
 
 def forget_waiting_task_queues(runtime: Runtime) -> None:
     """Jobs became waiting in this process: read the list afresh next time."""
-    runtime.match_cache.pop("waiting", None)
+    runtime.caches.waiting.forget()
 
 
-def static_verdict(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
-    """The configuration-only verdict of a task queue on the pilot's queue, cached (specs/000 "Result caching")."""
-    cache = runtime.match_cache.setdefault("static", {})
-    key = (tq.tq_id, ctx.request.ref.name)
-    verdict = cache.get(key)
-    if verdict is None:
-        verdict = STATIC.check(ctx, tq)
-        if verdict.allowed:
-            verdict = levels.static_level_verdict(ctx, tq)
-        cache[key] = verdict
-    return verdict
-
-
-def evaluate(ctx: MatchContext, tq: TaskQueueView, layers=DEFAULT_LAYERS) -> Verdict:
-    for layer in layers:
-        verdict = layer.check(ctx, tq)
-        if not verdict.allowed:
-            return verdict
-    return Verdict(Code.OK)
+def static_verdicts(runtime: Runtime) -> StaticVerdicts:
+    """The static phase's verdicts of this configuration (specs/000 "Result caching")."""
+    return runtime.caches.static_verdicts
 
 
 # ---------------------------------------------------------------- the request
 def match_context(runtime: Runtime, request: PilotRequest, now: datetime) -> MatchContext:
     """The pilot's levels, the quota sets and the reservations, read once for the whole request."""
     table = runtime.complexes
-    static = runtime.match_cache.setdefault("levels", {})
+    static = runtime.caches.levels
     key = request.ref.name
     if key not in static:
         queue_params = runtime.resources_for(None).queue_parameter_map(request.ref)
@@ -205,10 +173,26 @@ def match_context(runtime: Runtime, request: PilotRequest, now: datetime) -> Mat
     )
 
 
-def match_debits(ctx: MatchContext, tq: TaskQueueView) -> list[levels.Debit]:
-    """Every debit of a claim, the levels' consumables and the applying quota
-    rule instances, in key order: concurrent claimers lock usage rows in one order."""
-    return sorted(levels.debits(ctx, tq) + quota_layer.debits(ctx, tq), key=lambda d: (d.scope, d.resource))
+def queue_context(runtime: Runtime, ref: QueueRef, pools: tuple[str, ...] | None, *, slots: int = 1,
+                  **extra: Any) -> MatchContext:
+    """A queue judged with no pilot asking (``wms why``, the SiteDirector): the
+    host is unknown, so the host level and the pilot's own values wait for one.
+    ``extra`` are the usage, quotas, reservations and holders to judge with."""
+    request = PilotRequest(site=ref.site, ce=ref.ce, queue=ref.queue, host="", pilot_id="", pools=pools, slots=slots)
+    params = runtime.resources_for(None).queue_parameter_map(ref)
+    return MatchContext(
+        request=request,
+        levels=levels.build_levels(runtime.complexes, runtime.config.cluster, params.get("complex_values") or {},
+                                   request),
+        usage=extra.pop("usage", {}), complexes=runtime.complexes, pilot_ad={}, resources_for=runtime.resources_for,
+        **extra,
+    )
+
+
+def match_debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
+    """Every debit of a claim (the levels' consumables, the applying quota
+    rule instances, reservations applied), in key order."""
+    return framework.debits(LAYERS, ctx, tq)
 
 
 def validate_request(runtime: Runtime, request: PilotRequest) -> None:
@@ -256,12 +240,13 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
     denials: dict[str, int] = {}
     full: FullMemo = {}
     with_violations: list[tuple[int, TaskQueueView]] = []
+    static = static_verdicts(runtime)
     for tq_id in draw.order(rng):
         view = views[tq_id]
-        verdict = static_verdict(runtime, ctx, view)
-        if verdict.allowed:
-            verdict = evaluate(ctx, view)
+        verdict = framework.evaluate(LAYERS, ctx, view, cache=static).verdict
         if not verdict.allowed:
+            if verdict.code is Code.ERROR:
+                log.error("task queue %s on %s: %s", tq_id, request.ref.name, verdict.reason)
             denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
             continue
         violations = levels.soft_violations(ctx, view) if view.soft else 0
@@ -276,6 +261,22 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
         if job is not None:
             return MatchResult(job)
     return MatchResult(None, summarise(denials) if denials else NO_WAITING)
+
+
+def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) -> framework.Diagnosis:
+    """What the Matcher decides for one task queue on this pilot's request,
+    every layer asked, without claiming anything: the same context, layers
+    and static cache as ``request_job``."""
+    validate_request(runtime, request)
+    complexes_service.sync(runtime)
+    with LazyReader(runtime.engine) as reader:
+        if request.pools is None:
+            request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))
+        view = task_queue_views(runtime, reader(), [tq_id])[tq_id]
+    ctx = match_context(runtime, request, now)
+    decided = framework.evaluate(LAYERS, ctx, view, cache=static_verdicts(runtime))
+    every = framework.evaluate(LAYERS, ctx, view, stop_at_first=False)
+    return framework.Diagnosis(decided.verdict, every.layers)
 
 
 def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,
@@ -304,7 +305,7 @@ def summarise(denials: dict[str, int]) -> str:
     return "; ".join(f"{reason} ({count} task queue{'s' if count > 1 else ''})" for reason, count in top)
 
 
-def _claim(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[levels.Debit], now: datetime,
+def _claim(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[Debit], now: datetime,
            full: FullMemo) -> dict | None:
     """One attempt, one transaction (match_db.claim): claim the best waiting job, debit what it takes.
 
@@ -337,7 +338,7 @@ def _placement(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, now: date
     )
 
 
-def _remember_full(conn: Connection, ctx: MatchContext, debit: levels.Debit,
+def _remember_full(conn: Connection, ctx: MatchContext, debit: Debit,
                    full: FullMemo) -> Verdict:
     """The denial of a full consumable or quota instance, read once; its usage
     (and for an exclusive complex the jobs in the way) kept for the rest of the request."""
@@ -347,7 +348,7 @@ def _remember_full(conn: Connection, ctx: MatchContext, debit: levels.Debit,
     return _full_verdict(ctx, debit, used, holders)
 
 
-def _full_verdict(ctx: MatchContext, debit: levels.Debit, used: float, holders: list[int]) -> Verdict:
+def _full_verdict(ctx: MatchContext, debit: Debit, used: float, holders: list[int]) -> Verdict:
     if isinstance(debit, quota_layer.QuotaDebit):
         return quota_layer.full_verdict(ctx, debit, used)
     if isinstance(debit, levels.ExclusiveDebit):
@@ -355,17 +356,17 @@ def _full_verdict(ctx: MatchContext, debit: levels.Debit, used: float, holders: 
     return levels.full_verdict(ctx, debit, used)
 
 
-def create_usage_rows(runtime: Runtime, debits: list[levels.Debit]) -> None:
+def create_usage_rows(runtime: Runtime, debits: list[Debit]) -> None:
     """The usage rows a claim debits (a new queue, host, quota instance, ...),
     created and committed before the claim, once per process (rows are never
     deleted). Created inside the claim, they would be marked known to this
     process's other threads before they are committed, or even when the
     claim rolls back; a debit on a missing row fails as if it were full."""
-    known = runtime.match_cache.setdefault("usage_rows", {})
+    known = runtime.caches.usage_rows
     missing = [(d.scope, d.resource) for d in debits if (d.scope, d.resource) not in known]
     if missing:
         run_in_transaction(runtime.engine, lambda conn: match_db.ensure_usage_rows(conn, missing))
-        known.update(dict.fromkeys(missing, True))
+        known.update(missing)
 
 
 def job_payload(job: dict[str, Any], tq: TaskQueueView, lease: int) -> dict[str, Any]:

@@ -5,8 +5,9 @@ The SiteDirector agent (agents/site_director.py) calls, per run:
 1. :func:`refresh_pilots`: asks each backend for the state of the active
    pilots and stores it, with the number of jobs each has taken;
 2. :func:`waiting_jobs_per_queue`: how many waiting jobs every configured
-   queue could run (one grouped query, then the static scheduling rules
-   per task queue in Python, cached per task queue and queue);
+   queue could run (one grouped query, then the match framework's static
+   phase per task queue, cached per task queue, queue and pools, the
+   cache the Matcher uses);
 3. :func:`reserve_pilots` per queue with work: under the queue's lock row,
    counts its pilots, applies the limits and records the new pilots as
    Submitted, in one transaction: two directors at once never both fill
@@ -19,7 +20,6 @@ The SiteDirector agent (agents/site_director.py) calls, per run:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import secrets
@@ -31,13 +31,15 @@ from typing import Any, Mapping, Sequence
 from wms.core.errors import NotFound
 from wms.core.identity import Identity
 from wms.core.resources import ParameterMap, QueueRef
-from wms.core.scheduling import SchedulingRequest, parameter, rejection
+from wms.core.match import framework
+from wms.core.match.framework import LAYERS
+from wms.core.scheduling import parameter
 from wms.db.engine import reading
-from wms.db import matching as match_db
 from wms.db import pilots as pilots_db
 from wms.db import pools as pools_db
 from wms.services.backends import BACKEND_TYPES
 from wms.services.computing_elements import PilotArgs, PilotLauncher
+from wms.services.matcher import queue_context, static_verdicts, task_queue_views
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
 from wms.services.tokens import create_token
@@ -180,10 +182,12 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
     """For each queue (default: every configured one) by full name: its
     ``pools`` (getSubmitPoolsForQueue) and the ``waiting`` jobs it could run.
 
-    A task queue counts for a queue if its SubmitPool is one of the queue's
-    pools (or it has none) and the static scheduling rules (Site,
-    BannedSite, Platform, CPUTime, Tags, NumberOfProcessors) allow the
-    queue, as the Matcher's static layer decides.
+    A task queue counts for a queue if the static phase of the match
+    framework allows it there: its SubmitPool is one of the queue's pools
+    (or it has none), the scheduling rules (Site, BannedSite, Platform,
+    CPUTime, Tags, NumberOfProcessors) and a Requirements expression allow
+    the queue, and the global and queue levels could ever offer what it
+    requests. Pilots are not sent for jobs the queue can never run.
 
     ``eligible`` counts every job the queue could run; ``waiting`` shares
     each job among the queues that could run it (a job eligible on four
@@ -193,30 +197,20 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
     """
     resources = runtime.resources_for(None)
     refs = list(queues) if queues is not None else resources.queues()
-    cache = runtime.match_cache.setdefault("director_requests", {})
     out: dict[str, dict[str, Any]] = {}
     with reading(runtime.engine) as conn:
         waiting = pilots_db.waiting_jobs_by_task_queue(conn)
-        missing = [tq_id for tq_id, _, _, _ in waiting if tq_id not in cache]
-        for row in match_db.get_task_queues(conn, missing):
-            cache[row["tq_id"]] = SchedulingRequest.from_definition(json.loads(row["definition"]))
+        views = task_queue_views(runtime, conn, [tq_id for tq_id, _, _, _ in waiting])
         for ref in refs:
             out[ref.name] = {"pools": pools_db.get_pools_for_queue(conn, ref.site, ref.ce, ref.queue), "waiting": 0}
-    verdicts = runtime.match_cache.setdefault("director_verdicts", {})
+    static = static_verdicts(runtime)
     eligible_on: dict[int, list[str]] = {}
     for ref in refs:
         entry = out[ref.name]
         entry["eligible"] = 0
-        pools = set(entry["pools"])
-        for tq_id, pool, vo, count in waiting:
-            if pool is not None and pool not in pools:
-                continue
-            key = (tq_id, ref.name)
-            allowed = verdicts.get(key)
-            if allowed is None:
-                params = runtime.resources_for(vo).queue_parameter_map(ref)
-                allowed = verdicts[key] = rejection(cache[tq_id], ref, params) is None
-            if allowed:
+        ctx = queue_context(runtime, ref, tuple(entry["pools"]))
+        for tq_id, _, _, count in waiting:
+            if tq_id in views and framework.evaluate(LAYERS, ctx, views[tq_id], static_only=True, cache=static).allowed:
                 entry["eligible"] += count
                 eligible_on.setdefault(tq_id, []).append(ref.name)
     shares: dict[str, float] = {}

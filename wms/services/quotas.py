@@ -34,7 +34,7 @@ from wms.core.quotas.evaluate import QuotaRules, limit_value, parse_scope
 from wms.core.quotas.filters import CompiledFilter, Groups
 from wms.core.quotas.model import FILTER_KINDS, Filter, Rule, RuleSet
 from wms.core.quotas.parser import QuotaSyntaxError, parse_rule_sets
-from wms.core.quotas.render import filter_text, render_set, render_sets
+from wms.core.quotas.render import filter_text, render_sets
 from wms.db import cluster_objects as objects_db
 from wms.db import matching as match_db
 from wms.db import quotas as quotas_db
@@ -61,8 +61,8 @@ MSG_NO_RULE = 'resource quota rule "{target}" does not exist'
 # ---------------------------------------------------------------- reading
 def initial_rule_sets(runtime: Runtime) -> list[RuleSet]:
     """The sets of ``<config>/rqs/*.rqs`` (file order, then set order); a bad file stops start-up."""
-    cache = runtime.match_cache.setdefault("rqs_initial", {})
-    if "sets" not in cache:
+    cached = runtime.caches.initial_rule_sets
+    if cached is None:
         sets: list[RuleSet] = []
         directory = Path(runtime.config.directory) / "rqs"
         for path in sorted(directory.glob("*.rqs")) if directory.is_dir() else []:
@@ -74,8 +74,8 @@ def initial_rule_sets(runtime: Runtime) -> list[RuleSet]:
                 if any(s.name == rule_set.name for s in sets):
                     raise ConfigError(f"resource quota set {rule_set.name!r} is defined twice", where=str(path))
                 sets.append(rule_set)
-        cache["sets"] = sets
-    return cache["sets"]
+        cached = runtime.caches.initial_rule_sets = sets
+    return cached
 
 
 def _parse_stored(runtime: Runtime, text: str) -> list[RuleSet]:
@@ -91,7 +91,7 @@ def sync(runtime: Runtime) -> dict[str, Any]:
     row = stored_objects.changed(runtime, KIND, SYNC_INTERVAL)
     if row is not None:
         return _adopt(runtime, row["version"], _parse_stored(runtime, row["text"]))
-    state = runtime.match_cache.get("rqs")
+    state = runtime.caches.quota_state
     if state is None:       # never stored: the sets of config/rqs/ apply
         return _adopt(runtime, 0, initial_rule_sets(runtime))
     return state
@@ -99,7 +99,7 @@ def sync(runtime: Runtime) -> dict[str, Any]:
 
 def _adopt(runtime: Runtime, version: int, sets: list[RuleSet]) -> dict[str, Any]:
     state = {"version": version, "sets": sets, "compiled_for": None}
-    runtime.match_cache["rqs"] = state
+    runtime.caches.quota_state = state
     stored_objects.adopted(runtime, KIND, version)
     return state
 

@@ -18,7 +18,6 @@ own jobs are debited against the reservation's scopes
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,10 +29,11 @@ from wms.core import complexes as cx_rules
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound, WmsError
 from wms.core.identity import Identity
 from wms.core.match import levels
-from wms.core.match.context import LevelValues, host_scope
+from wms.core.match.context import LevelValues
+from wms.core.scopes import host_scope
 from wms.core.match.reservations import ReservationView, Snapshot
 from wms.core.patterns import match_pattern
-from wms.core.quantities import format_time, parse_time
+from wms.core.quantities import format_time, time_limit
 from wms.core.reservations import access
 from wms.core.reservations.calendar import Calendar, Use
 from wms.core.reservations.ids import next_id
@@ -83,9 +83,8 @@ def configured_hosts(runtime: Runtime) -> list[str]:
 
 def candidates(runtime: Runtime) -> list[Candidate]:
     """Every queue, alone and bound to each configured host (cached per configuration)."""
-    cache = runtime.match_cache.setdefault("ar_candidates", {})
-    if "list" in cache:
-        return cache["list"]
+    if runtime.caches.reservation_candidates is not None:
+        return runtime.caches.reservation_candidates
     table = runtime.complexes
     cluster = runtime.config.cluster
     global_values = levels.global_level(table, cluster)
@@ -101,17 +100,13 @@ def candidates(runtime: Runtime) -> list[Candidate]:
         out.append(Candidate(ref.name, None, params, (global_values, queue_values)))
         for host, host_values in host_levels.items():
             out.append(Candidate(ref.name, host, params, (global_values, host_values, queue_values)))
-    cache["list"] = out
+    runtime.caches.reservation_candidates = out
     return out
 
 
 def _h_rt(definition: Any) -> float | None:
     data = json.loads(definition) if isinstance(definition, str) else dict(definition or {})
-    value = (data.get("resource_requests") or {}).get("h_rt")
-    if value is None:
-        return None
-    seconds = parse_time(value)
-    return None if math.isinf(seconds) else seconds
+    return time_limit((data.get("resource_requests") or {}).get("h_rt"))
 
 
 def read_calendar(runtime: Runtime, conn: Connection, now: datetime, exclude: int | None = None
@@ -243,11 +238,11 @@ def confirm(runtime: Runtime, request: Any, cands: list[Candidate], ar_id: int, 
     """The second phase of a grant: wait until every Matcher sees the new
     reservation, then check it again against what was matched meanwhile.
 
-    A Matcher process reuses its list of reservations for up to VIEWS_TTL
+    A Matcher process reuses its list of reservations for up to caches.RESERVATIONS_TTL
     seconds, so for that long after the grant it may still hand a queue's
     slots to a job that will run into the window (or one without h_rt). The
     reservation is stored, as waiting, before it is confirmed; after
-    ``reservation_settle`` seconds (wms.yaml, twice VIEWS_TTL by default)
+    ``reservation_settle`` seconds (wms.yaml, twice caches.RESERVATIONS_TTL by default)
     no Matcher can still ignore it, and the calendar read again holds every
     job matched in between. If the booking still fits it is confirmed; if
     another assignment fits it is re-booked and checked again; otherwise
@@ -673,26 +668,21 @@ def notify(runtime: Runtime, row: dict[str, Any], event: str) -> None:
 
 
 # ---------------------------------------------------------------- for the Matcher and submission
-# Seconds a process reuses its list of active reservations: a reservation
-# granted or changed by another server process is seen at most this late.
-VIEWS_TTL = 1.0
-
-
 def forget(runtime: Runtime) -> None:
-    runtime.match_cache.pop("reservations", None)
+    runtime.caches.reservations.forget()
 
 
 def snapshot(runtime: Runtime, now: datetime) -> Snapshot | None:
-    """The active reservations as the Matcher sees them, cached briefly; None when there are none."""
-    cache = runtime.match_cache.setdefault("reservations", {})
-    clock = time.monotonic()
-    if "views" not in cache or clock - cache["since"] > VIEWS_TTL:
+    """The active reservations as the Matcher sees them, cached briefly
+    (caches.RESERVATIONS_TTL); None when there are none."""
+
+    def load() -> tuple[ReservationView, ...]:
         with reading(runtime.engine) as conn:
             rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
             bookings = ar_db.bookings_of(conn, [r["ar_id"] for r in rows]) if rows else {}
-        cache["views"] = tuple(_matcher_view(r, bookings[r["ar_id"]]) for r in rows)
-        cache["since"] = clock
-    views = cache["views"]
+        return tuple(_matcher_view(r, bookings[r["ar_id"]]) for r in rows)
+
+    views = runtime.caches.reservations.get(load)
     if not views:
         return None
     return Snapshot(now=now, reservations=views, duration_offset=runtime.config.settings.duration_offset)
@@ -724,13 +714,13 @@ def check_job(runtime: Runtime, identity: Identity, ar_id: int, hard: dict[str, 
     offset = runtime.config.settings.duration_offset
     window = (row["end_time"] - row["start_time"]).total_seconds() - offset
     left = (row["end_time"] - now).total_seconds() - offset
-    h_rt = hard.get("h_rt")
-    if h_rt is not None and not math.isinf(float(h_rt)):
-        if float(h_rt) > window:
-            raise InvalidInput(f"-ar: h_rt {format_time(float(h_rt))} is longer than the reservation's "
+    h_rt = time_limit(hard.get("h_rt"))
+    if h_rt is not None:
+        if h_rt > window:
+            raise InvalidInput(f"-ar: h_rt {format_time(h_rt)} is longer than the reservation's "
                                f"duration minus duration_offset ({format_time(max(window, 0))})")
-        if float(h_rt) > left:
-            raise InvalidInput(f"-ar: h_rt {format_time(float(h_rt))} does not end before advance "
+        if h_rt > left:
+            raise InvalidInput(f"-ar: h_rt {format_time(h_rt)} does not end before advance "
                                f"reservation {ar_id} ends ({format_time(max(left, 0))} left)")
     reserved: dict[str, float] = {}
     for b in bookings:

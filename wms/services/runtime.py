@@ -19,6 +19,7 @@ from wms.core.errors import InvalidInput
 from wms.core.optimizers import ChainEnv, Executor, build_chain
 from wms.core.resources import Resources
 from wms.db.engine import make_engine
+from wms.services.caches import Caches
 
 
 @dataclass
@@ -27,10 +28,10 @@ class Runtime:
     engine: Engine
     chain: list[Executor]
     _resources: dict[str | None, Resources] = field(default_factory=dict)
-    # The Matcher's per-configuration caches (task-queue views, static
-    # verdicts); a new configuration means a new Runtime, so they never
-    # outlive the configuration they were computed from.
-    match_cache: dict[str, dict] = field(default_factory=dict)
+    # What this process keeps between requests (services/caches.py); a new
+    # configuration means a new Runtime, so nothing outlives the
+    # configuration it was computed from.
+    caches: Caches = field(default_factory=Caches)
     _complexes: Any = None
 
     @classmethod
@@ -63,10 +64,7 @@ class Runtime:
     def use_complexes(self, table: ComplexTable) -> None:
         """Adopt a new complex table (qconf -Mc): everything derived from the old one goes."""
         self._complexes = table
-        # Every cache goes, the record of adopted stored objects with it: the
-        # caller records the table's version next (stored_objects.adopted),
-        # and other objects are read again, against the new table.
-        self.match_cache.clear()
+        self.caches.complex_table_changed()
 
     def chain_env(self, now: datetime) -> ChainEnv:
         return ChainEnv(

@@ -13,30 +13,29 @@ from wms.db.engine import reading
 from wms.services.runtime import Runtime
 
 
-def _state(runtime: Runtime, kind: str) -> dict[str, Any]:
-    return runtime.match_cache.setdefault(f"stored:{kind}", {"checked": float("-inf"), "version": 0})
 
 
 def changed(runtime: Runtime, kind: str, interval: float) -> dict[str, Any] | None:
     """The stored object of ``kind`` (text, version, ...) if its version is not
     the one this process adopted last; looked for at most once per ``interval``
     seconds. Version 0, never stored, means the configuration's applies."""
-    state = _state(runtime, kind)
+    state = runtime.caches.stored_version(kind)
     now = time.monotonic()
-    if now - state["checked"] < interval:
+    if now - state.checked < interval:
         return None
-    state["checked"] = now
+    state.checked = now
     with reading(runtime.engine) as conn:
-        if objects_db.version(conn, kind) == state["version"]:
+        if objects_db.version(conn, kind) == state.version:
             return None
         return objects_db.get_object(conn, kind)
 
 
 def adopted(runtime: Runtime, kind: str, version: int) -> None:
     """This process now uses ``version`` of ``kind`` (it read it, or wrote it itself)."""
-    _state(runtime, kind).update(version=version, checked=time.monotonic())
+    state = runtime.caches.stored_version(kind)
+    state.version, state.checked = version, time.monotonic()
 
 
 def look_again(runtime: Runtime, kind: str) -> None:
     """Compare with the stored version at the next ``changed`` call, whatever the interval."""
-    _state(runtime, kind)["checked"] = float("-inf")
+    runtime.caches.stored_version(kind).checked = float("-inf")

@@ -43,5 +43,5 @@ def recompute_priorities(runtime: Runtime, now: datetime) -> dict[str, int]:
     changed = run_in_transaction(runtime.engine, lambda conn: tq_db.set_priorities(conn, priorities))
     if changed:
         # The Matcher draws with the priorities it cached with its candidates.
-        runtime.match_cache.pop("waiting", None)
+        runtime.caches.waiting.forget()
     return {"task_queues": len(priorities), "changed": changed}

@@ -8,7 +8,7 @@ import pytest
 
 from wms.core.complexes import ComplexTable
 from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
-from wms.core.match.levels import Debit
+from wms.core.match.layer import Debit
 from wms.core.match.reservations import (
     REASON_HARD_ERROR, REASON_NO_RUNTIME_LIMIT, REASON_OTHER_HOST, REASON_OTHER_QUEUE, REASON_UNKNOWN,
     ReservationLayer, ReservationView, Snapshot, adjust_debits,

@@ -1,7 +1,4 @@
-"""The layered match evaluator: is this task queue allowed on this pilot?
-
-Layers run strictly in order and the first denial ends the evaluation
-(DESIGN.md, specs/000 section 3 "strict hierarchical"). Each layer is a
-small class with ``name`` and ``check(ctx, tq) -> Verdict``, glue over the
-rule module it enforces.
+"""Where a job may run: framework.py holds the layers' one order and the
+one evaluator; layer.py says what a layer is; each other module is one
+layer (or the data every layer reads: context.py, verdict.py, choice.py).
 """

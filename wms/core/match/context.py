@@ -6,20 +6,12 @@ once per task queue and reused for every request).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from wms.core.resources import ParameterMap, QueueRef, Resources
-
-GLOBAL_SCOPE = "global"
-
-
-def host_scope(host: str) -> str:
-    return f"host:{host}"
-
-
-def queue_scope(ref: QueueRef) -> str:
-    return f"queue:{ref.name}"
+from wms.core.scopes import GLOBAL_SCOPE, host_scope, queue_scope  # noqa: F401  (the levels' scopes)
 
 
 @dataclass(frozen=True)
@@ -95,6 +87,23 @@ class MatchContext:
     # (``wms why`` names the jobs in the way of an exclusive complex).
     holders: Mapping[tuple[str, str], list[int]] = field(default_factory=dict)
     _queue_params: dict[str | None, ParameterMap] = field(default_factory=dict)
+
+    @property
+    def without_pilot(self) -> bool:
+        """Judged for a queue with no pilot asking (``wms why``, the SiteDirector):
+        the host and what the pilot reports are decided when one asks."""
+        return not self.request.host
+
+    def without_the_pilot(self) -> "MatchContext":
+        """This context as the queue alone sees it: no host, none of the
+        pilot's values. What the static phase decides must hold for every
+        pilot of the queue, so it is judged here."""
+        if self.without_pilot:
+            return self
+        request = dataclasses.replace(self.request, host="", load={}, platform=None, cpu_time_left=None, tags=())
+        levels = tuple(LevelValues(lv.level, {}, {"slots": request.slots}) if lv.level == "host" else lv
+                       for lv in self.levels)
+        return dataclasses.replace(self, request=request, levels=levels, pilot_ad={}, usage={}, holders={})
 
     def queue_params(self, vo: str | None) -> ParameterMap:
         params = self._queue_params.get(vo)

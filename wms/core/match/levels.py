@@ -18,7 +18,6 @@ request; the claim's conditional debits are the real guard.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -26,6 +25,7 @@ from wms.core import complexes as cx_rules
 from wms.core.complexes import Complex, ComplexTable, Offer
 from wms.core.errors import InvalidInput
 from wms.core.groups import groups_of
+from wms.core.quantities import time_limit
 from wms.core.resources import QueueRef
 from wms.core.match.context import (
     GLOBAL_SCOPE,
@@ -36,7 +36,7 @@ from wms.core.match.context import (
     host_scope,
     queue_scope,
 )
-from wms.core.match.reservations import adjust_debits
+from wms.core.match.layer import BaseLayer, Debit
 from wms.core.match.verdict import ALLOW, Code, Verdict, never, not_now
 
 GLOBAL, HOST, QUEUE = "global", "host", "queue"
@@ -153,15 +153,6 @@ def charged(table: ComplexTable, requests: Mapping[str, Any]) -> tuple[tuple[Com
 
 
 # ---------------------------------------------------------------- the checks
-@dataclass(frozen=True)
-class Debit:
-    level: str
-    scope: str
-    resource: str
-    amount: float
-    capacity: float
-
-
 # ---------------------------------------------------------------- exclusive complexes (EXCL)
 # complex(5): an EXCL comparison holds for a job asking to be exclusive only
 # when no other job, exclusive or not, uses the complex; for any other job
@@ -197,22 +188,21 @@ def asks_exclusivity(cx: Complex, tq: TaskQueueView) -> bool:
     return cx_rules.consumable_amount(cx, tq.hard.get(cx.name), tq.slots) > 0
 
 
-def exclusive_debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
-    """Every job takes its part of each EXCL complex its levels offer (see above)."""
+def exclusive_debits(ctx: MatchContext, tq: TaskQueueView, level: LevelValues) -> list[Debit]:
+    """Every job takes its part of each EXCL complex the level offers (see above)."""
     out: list[Debit] = []
-    for level in ctx.levels:
-        if level.scope is None:
+    if level.scope is None:
+        return out
+    for name in level.fixed:
+        cx = ctx.complexes.get(name)
+        if cx is None or not offers_exclusivity(level, cx):
             continue
-        for name in level.fixed:
-            cx = ctx.complexes.get(name)
-            if cx is None or not offers_exclusivity(level, cx):
-                continue
-            mine = asks_exclusivity(cx, tq)
-            common = dict(level=level.level, scope=level.scope, complex_name=cx.name, exclusive=mine)
-            out.append(ExclusiveDebit(resource=cx.name, amount=1.0 if mine else 0.0,
-                                      capacity=1.0 if mine else 0.0, **common))
-            out.append(ExclusiveDebit(resource=jobs_resource(cx.name), amount=0.0 if mine else 1.0,
-                                      capacity=0.0 if mine else JOBS_CAPACITY, **common))
+        mine = asks_exclusivity(cx, tq)
+        common = dict(level=level.level, scope=level.scope, complex_name=cx.name, exclusive=mine)
+        out.append(ExclusiveDebit(resource=cx.name, amount=1.0 if mine else 0.0,
+                                  capacity=1.0 if mine else 0.0, **common))
+        out.append(ExclusiveDebit(resource=jobs_resource(cx.name), amount=0.0 if mine else 1.0,
+                                  capacity=0.0 if mine else JOBS_CAPACITY, **common))
     return out
 
 
@@ -332,36 +322,46 @@ def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdic
         if shortfall.level is None and not ctx.request.host:
             continue  # judged without a pilot (wms why): the host may offer it
         if shortfall.level == level_name or (shortfall.level is None and level_name == QUEUE):
-            code = Code.NOT_NOW if shortfall.level == HOST or shortfall.source == "load" else Code.NEVER
+            # Offered nowhere, with a pilot's host among the levels: another
+            # host of the queue may offer it, so this is about this pilot.
+            lasting = shortfall.level not in (HOST, None) and shortfall.source != "load"
+            code = Code.NEVER if lasting else Code.NOT_NOW
             return Verdict(code, level_name, shortfall.reason(), {"resource": name})
     return _exclusive_check(ctx, tq, level)
 
 
-class LevelLayer:
-    """One Grid Engine level as a layer of the evaluator."""
+class LevelLayer(BaseLayer):
+    """One Grid Engine level as a layer of the framework."""
 
     def __init__(self, level: str) -> None:
         self.name = level
 
+    def static(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+        """What configuration alone decides here (NEVER), for the cache.
+
+        Host values come from the pilot, so only global and queue are
+        judged; a request that fails there fails on every pilot of the
+        queue (a lower level can only narrow, specs/000 section 3).
+        """
+        if self.name == HOST:
+            return ALLOW
+        verdict = check_level(ctx, tq, self.name)
+        return verdict if verdict.code is Code.NEVER else ALLOW
+
     def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+        if self.name == HOST and ctx.without_pilot:
+            return ALLOW
         return check_level(ctx, tq, self.name)
+
+    def debits(self, ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
+        """Every consumable the job takes at this level, if the level is accounted."""
+        level = next(lv for lv in ctx.levels if lv.level == self.name)
+        if level.scope is None:
+            return []
+        return _level_debits(tq, level) + exclusive_debits(ctx, tq, level)
 
 
 LEVEL_LAYERS = tuple(LevelLayer(level) for level in LEVEL_ORDER)
-
-
-def static_level_verdict(ctx: MatchContext, tq: TaskQueueView) -> Verdict:
-    """The part of the level checks that configuration alone decides (NEVER), for the cache.
-
-    Host values come from the pilot, so only global and queue are judged
-    here, each without usage: a request that fails there fails on every
-    pilot of the queue (a lower level can only narrow, specs/000 section 3).
-    """
-    for layer in (LEVEL_LAYERS[0], LEVEL_LAYERS[2]):
-        verdict = layer.check(ctx, tq)
-        if verdict.code is Code.NEVER:
-            return verdict
-    return ALLOW
 
 
 def soft_violations(ctx: MatchContext, tq: TaskQueueView) -> int:
@@ -379,38 +379,19 @@ def soft_violations(ctx: MatchContext, tq: TaskQueueView) -> int:
     return count
 
 
-def debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
-    """Every consumable the job takes, at every accounted level that defines it.
-
-    Advance reservations apply (match/reservations.py): a job of a
-    reservation is debited from the reservation's own rows, any other job
-    against capacities lowered by what waiting reservations booked.
-    """
-    out = _level_debits(ctx, tq) + exclusive_debits(ctx, tq)
-    return out if ctx.reservations is None else adjust_debits(ctx, tq, out)
-
-
-def _level_debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
+def _level_debits(tq: TaskQueueView, level: LevelValues) -> list[Debit]:
     out = []
     for cx, requested in tq.charged:
         name = cx.name
-        if not cx.is_consumable or cx.relop is cx_rules.Relop.EXCL:
+        if not cx.is_consumable or cx.relop is cx_rules.Relop.EXCL or name not in level.fixed:
             continue
         amount = cx_rules.consumable_amount(cx, requested, tq.slots)
-        if amount <= 0:
-            continue
-        for level in ctx.levels:
-            if level.scope is None or name not in level.fixed:
-                continue
+        if amount > 0:
             out.append(Debit(level.level, level.scope, name, amount, float(level.fixed[name])))
     return out
 
 
 def limits(tq: TaskQueueView, cpu_time: int | None) -> dict[str, float | None]:
     """What the pilot enforces: wall-clock h_rt/s_rt from the requests, the job's CPUTime."""
-
-    def finite(value: Any) -> float | None:
-        return None if value is None or (isinstance(value, float) and math.isinf(value)) else float(value)
-
-    return {"h_rt": finite(tq.hard.get("h_rt")), "s_rt": finite(tq.hard.get("s_rt")),
+    return {"h_rt": time_limit(tq.hard.get("h_rt")), "s_rt": time_limit(tq.hard.get("s_rt")),
             "cpu_time": float(cpu_time) if cpu_time else None}

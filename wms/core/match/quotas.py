@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wms.core.match.context import MatchContext, TaskQueueView
-from wms.core.match.levels import Debit
+from wms.core.match.layer import BaseLayer, Debit
 from wms.core.match.verdict import ALLOW, Verdict, never, not_now
 from wms.core.quotas.evaluate import Charge, JobFacts, QuotaRules, Refusal, exempt, full_reason
 
@@ -69,7 +69,7 @@ def host_value(ctx: MatchContext, name: str) -> Any:
     return None
 
 
-class QuotaLayer:
+class QuotaLayer(BaseLayer):
     name = QUOTA
 
     def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
@@ -82,17 +82,17 @@ class QuotaLayer:
         make = never if refusal.lasting else not_now
         return make(QUOTA, refusal.reason, resource=refusal.resource, rule=refusal.label)
 
+    def debits(self, ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
+        """What the job takes from every applying rule instance (none in an advance reservation)."""
+        request = ctx.quotas
+        if request is None or exempt(tq.definition):
+            return []
+        charges, _ = request.assess(ctx, tq)
+        return [QuotaDebit(QUOTA, c.scope, c.resource, c.amount, c.capacity, label=c.label, who=c.who)
+                for c in charges]
+
 
 QUOTA_LAYER = QuotaLayer()
-
-
-def debits(ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
-    """What the job takes from every applying rule instance (none in an advance reservation)."""
-    request = ctx.quotas
-    if request is None or exempt(tq.definition):
-        return []
-    charges, _ = request.assess(ctx, tq)
-    return [QuotaDebit(QUOTA, c.scope, c.resource, c.amount, c.capacity, label=c.label, who=c.who) for c in charges]
 
 
 def full_verdict(ctx: MatchContext, debit: QuotaDebit, used: float) -> Verdict:

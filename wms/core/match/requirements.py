@@ -1,7 +1,7 @@
 """The job's own requirements against the pilot's queue and the pilot.
 
-Static part (NEVER, cached per task queue and queue): SubmitPool
-membership, the scheduling keywords (``core.scheduling``: Site,
+Static part (NEVER, cached per task queue and queue): the scheduling
+keywords (``core.scheduling``: Site,
 BannedSite, Platform, CPUTime, Tags, NumberOfProcessors against the
 queue's parameters) and a ClassAd Requirements expression that is False
 on the queue's ad alone. Dynamic part (this pilot only): the pilot's own
@@ -14,26 +14,23 @@ from __future__ import annotations
 
 from wms.core import classad, scheduling
 from wms.core.match.context import MatchContext, TaskQueueView
+from wms.core.match.layer import BaseLayer
 from wms.core.match.verdict import ALLOW, Verdict, never, not_now
 
 LAYER = "requirements"
 
-REASON_POOL = "not in the job's SubmitPool"
 REASON_PILOT_PLATFORM = "pilot platform {platform} not among {wanted}"
 REASON_CPU_TIME_LEFT = "job needs {needed} s of CPU time, the pilot has {left} s left"
 REASON_EXPRESSION_STATIC = "Requirements expression is false for this queue"
 REASON_EXPRESSION = "Requirements expression is not true on this pilot"
 
 
-class StaticRequirements:
-    """What the configuration alone decides: cacheable."""
-
+class RequirementsLayer(BaseLayer):
     name = LAYER
 
-    def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+    def static(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+        """What the configuration alone decides: cacheable."""
         definition = tq.definition
-        if tq.submit_pool is not None and ctx.request.pools is not None and tq.submit_pool not in ctx.request.pools:
-            return never(LAYER, REASON_POOL)
         request = scheduling.SchedulingRequest.from_definition(definition)
         reason = scheduling.rejection(request, ctx.request.ref, ctx.queue_params(tq.vo))
         if reason is not None:
@@ -43,13 +40,10 @@ class StaticRequirements:
             return never(LAYER, REASON_EXPRESSION_STATIC)
         return ALLOW
 
-
-class PilotRequirements:
-    """What depends on the pilot that asks."""
-
-    name = LAYER
-
     def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+        """What depends on the pilot that asks (nothing when judged without one)."""
+        if ctx.without_pilot:
+            return ALLOW
         definition = tq.definition
         pilot = ctx.request
         platforms = definition.get("platforms") or []

@@ -20,14 +20,16 @@ With no reservation the layer returns at once (``ctx.reservations`` is None).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Sequence
 
 from wms.core.match.context import MatchContext, TaskQueueView
-from wms.core.match.verdict import ALLOW, not_now
+from wms.core.match.layer import BaseLayer, Debit
+from wms.core.match.verdict import ALLOW, Verdict, not_now
+from wms.core.quantities import time_limit
 from wms.core.reservations.states import STARTED, usable
+from wms.core.scopes import reservation_scope
 
 LAYER = "reservation"
 REASON_UNKNOWN = "advance reservation {ar_id} does not exist or has ended"
@@ -75,17 +77,14 @@ class Snapshot:
 
 
 def _h_rt(tq: TaskQueueView) -> float | None:
-    value = tq.hard.get("h_rt")
-    if value is None or (isinstance(value, float) and math.isinf(value)):
-        return None
-    return float(value)
+    return time_limit(tq.hard.get("h_rt"))
 
 
-class ReservationLayer:
+class ReservationLayer(BaseLayer):
     name = LAYER
 
-    def check(self, ctx: MatchContext, tq: TaskQueueView):
-        snap: Snapshot | None = getattr(ctx, "reservations", None)
+    def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+        snap: Snapshot | None = ctx.reservations
         ar_id = tq.definition.get("reservation")
         if ar_id is None:
             if snap is None or _h_rt(tq) is not None:
@@ -110,21 +109,24 @@ class ReservationLayer:
             return not_now(LAYER, REASON_OTHER_HOST.format(ar_id=ar_id, host=ctx.request.host))
         return ALLOW
 
+    def adjust(self, ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:
+        return adjust_debits(ctx, tq, debits)
 
-def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: list[Any]) -> list[Any]:
+
+def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:
     """The claim's debits with reservations applied (see the module docstring)."""
-    snap: Snapshot | None = getattr(ctx, "reservations", None)
+    snap: Snapshot | None = ctx.reservations
     if snap is None:
-        return debits
+        return list(debits)
     ar_id = tq.definition.get("reservation")
     if ar_id is not None:
         view = snap.get(ar_id)
         if view is None:
-            return debits
+            return list(debits)
         held: dict[tuple[str, str], float] = {}
         for scope, resource, amount, _, _ in view.bookings:
             held[(scope, resource)] = held.get((scope, resource), 0.0) + amount
-        return [dataclasses.replace(d, scope=f"ar:{ar_id}|{d.scope}", capacity=held[(d.scope, d.resource)])
+        return [dataclasses.replace(d, scope=reservation_scope(ar_id, d.scope), capacity=held[(d.scope, d.resource)])
                 if (d.scope, d.resource) in held else d for d in debits]
     h_rt = _h_rt(tq)
     ends = None if h_rt is None else snap.now + timedelta(seconds=h_rt + snap.duration_offset)
@@ -135,6 +137,6 @@ def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: list[Any]) -> li
         for scope, resource, amount, _, _ in view.bookings:
             reduce[(scope, resource)] = reduce.get((scope, resource), 0.0) + amount
     if not reduce:
-        return debits
+        return list(debits)
     return [dataclasses.replace(d, capacity=d.capacity - reduce[(d.scope, d.resource)])
             if (d.scope, d.resource) in reduce else d for d in debits]

@@ -27,7 +27,7 @@ from typing import Any
 from wms.core import complexes as cx_rules
 from wms.core.complexes import ComplexTable
 from wms.core.quotas.filters import SINGULAR, CompiledFilter, Groups
-from wms.core.quotas.model import FILTER_KINDS, Limit, Rule, RuleSet
+from wms.core.quotas.model import FILTER_KINDS, Limit, RuleSet
 
 SCOPE_PREFIX = "rqs:"
 # How many (job, queue, host) answers are kept before starting afresh.

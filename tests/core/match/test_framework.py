@@ -1,0 +1,181 @@
+"""The match framework (core/match/framework.py): one order, two phases, one
+evaluator; and each layer alone, table-driven."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from wms.core.complexes import ComplexTable
+from wms.core.match import framework, levels
+from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
+from wms.core.match.layer import BaseLayer, Debit
+from wms.core.match.pools import REASON_POOL, PoolsLayer
+from wms.core.match.requirements import (
+    REASON_CPU_TIME_LEFT, REASON_EXPRESSION, REASON_EXPRESSION_STATIC, REASON_PILOT_PLATFORM, RequirementsLayer,
+)
+from wms.core.match.verdict import ALLOW, Code, never, not_now
+from wms.core.resources import ParameterMap
+from wms.core.scheduling import REASON_CPUTIME, REASON_SITE
+
+TABLE = ComplexTable.builtin()
+QUEUE_PARAMS = {"CPUTime": 3600, "Platform": "x86_64-el9", "MaxRAM": 2000, "complex_values": {}}
+
+
+def request(host="wn1", pools=None, **pilot) -> PilotRequest:
+    return PilotRequest(site="S", ce="c", queue="q", host=host, pilot_id="p", pools=pools, **pilot)
+
+
+def context(req: PilotRequest | None = None, queue_values=None, host_values=None) -> MatchContext:
+    req = req or request()
+    cluster = SimpleNamespace(global_=SimpleNamespace(complex_values={}), hostgroups={},
+                              hosts={req.host: SimpleNamespace(complex_values=host_values)} if host_values else {})
+    resources = SimpleNamespace(queue_parameter_map=lambda ref: ParameterMap(QUEUE_PARAMS))
+    return MatchContext(request=req, levels=levels.build_levels(TABLE, cluster, queue_values or {}, req),
+                        usage={}, complexes=TABLE, pilot_ad=req.ad(), resources_for=lambda vo: resources)
+
+
+def task_queue(tq_id=1, pool=None, hard=None, **definition) -> TaskQueueView:
+    hard = hard or {}
+    return TaskQueueView(tq_id, "vo", "u", "g", 1, pool, definition, 1, hard, {}, charged=levels.charged(TABLE, hard))
+
+
+class Fake(BaseLayer):
+    """A layer whose answers are given; counts how often it is asked."""
+
+    def __init__(self, name, static=ALLOW, check=ALLOW, debits=(), adjust=None):
+        self.name, self._static, self._check, self._debits, self._adjust = name, static, check, list(debits), adjust
+        self.asked = 0
+
+    def static(self, ctx, tq):
+        self.asked += 1
+        if isinstance(self._static, Exception):
+            raise self._static
+        return self._static
+
+    def check(self, ctx, tq):
+        return self._check
+
+    def debits(self, ctx, tq):
+        return self._debits
+
+    def adjust(self, ctx, tq, debits):
+        return self._adjust(debits) if self._adjust else list(debits)
+
+
+def test_the_one_order_of_the_layers():
+    assert [layer.name for layer in framework.LAYERS] == [
+        "pools", "reservation", "quota", "global", "host", "queue", "requirements"]
+
+
+@pytest.mark.parametrize("layers, decided", [
+    ([Fake("a"), Fake("b")], ("", Code.OK)),
+    ([Fake("a", check=not_now("a", "busy")), Fake("b", check=not_now("b", "full"))], ("a", Code.NOT_NOW)),
+    # A denial of the static phase outranks any of the request phase, whatever the order.
+    ([Fake("a", check=not_now("a", "busy")), Fake("b", static=never("b", "never here"))], ("b", Code.NEVER)),
+    ([Fake("a", static=never("a", "x")), Fake("b", static=never("b", "y"))], ("a", Code.NEVER)),
+    ([Fake("a", static=RuntimeError("boom")), Fake("b")], ("a", Code.ERROR)),
+])
+def test_the_first_denial_decides_and_every_layer_can_be_reported(layers, decided):
+    ctx, tq = context(), task_queue()
+    first = framework.evaluate(layers, ctx, tq)
+    every = framework.evaluate(layers, ctx, tq, stop_at_first=False)
+    assert (first.verdict.layer, first.verdict.code) == decided
+    assert every.verdict == first.verdict                      # the same decision, however asked
+    assert [name for name, _ in every.layers] == [layer.name for layer in layers]
+
+
+def test_a_layer_that_raises_is_an_error_of_that_layer():
+    verdict = framework.evaluate([Fake("broken", static=KeyError("x"))], context(), task_queue()).verdict
+    assert verdict.code is Code.ERROR and verdict.layer == "broken" and "KeyError" in verdict.reason
+
+
+def test_static_only_never_asks_the_request_phase():
+    layers = [Fake("a", check=not_now("a", "busy"))]
+    assert framework.evaluate(layers, context(), task_queue(), static_only=True).allowed
+
+
+def test_static_verdicts_are_cached_per_task_queue_queue_and_pools_but_not_errors():
+    layer = Fake("a", static=never("a", "no"))
+    cache = framework.StaticVerdicts()
+    for _ in range(3):
+        framework.evaluate([layer], context(request(pools=("P",))), task_queue(), cache=cache)
+    framework.evaluate([layer], context(request(pools=("Q",))), task_queue(), cache=cache)
+    assert layer.asked == 2 and len(cache) == 2
+    failing = Fake("b", static=RuntimeError("db down"))
+    for _ in range(2):
+        framework.evaluate([failing], context(), task_queue(), cache=cache)
+    assert failing.asked == 2
+
+
+def test_the_static_phase_never_sees_the_pilot():
+    """Cached for every pilot of a queue, it must not depend on the first one's host."""
+    seen = []
+
+    class Spy(BaseLayer):
+        name = "spy"
+
+        def static(self, ctx, tq):
+            seen.append((ctx.request.host, ctx.request.platform, dict(ctx.levels[1].fixed)))
+            return ALLOW
+
+    framework.evaluate([Spy()], context(request(platform="x86_64-el9"), host_values={"num_proc": 8}), task_queue())
+    assert seen == [("", None, {})]
+
+
+def test_debits_of_every_layer_adjusted_then_in_key_order():
+    a = Fake("a", debits=[Debit("queue", "queue:S/c/q", "slots", 1, 10)])
+    b = Fake("b", debits=[Debit("global", "global", "slots", 1, 100)],
+             adjust=lambda ds: [Debit(d.level, d.scope, d.resource, d.amount, d.capacity - 1) for d in ds])
+    assert framework.debits([a, b], context(), task_queue()) == [
+        Debit("global", "global", "slots", 1, 99), Debit("queue", "queue:S/c/q", "slots", 1, 9)]
+
+
+# ---------------------------------------------------------------- the layers alone
+@pytest.mark.parametrize("pools, pool, code, reason", [
+    (None, "P1", Code.OK, ""),                  # the request names no pools
+    (("P1",), None, Code.OK, ""),               # a task queue without a pool goes anywhere
+    (("P1", "P2"), "P2", Code.OK, ""),
+    (("P1",), "P2", Code.NEVER, REASON_POOL.format(pool="P2")),
+    ((), "P2", Code.NEVER, REASON_POOL.format(pool="P2")),
+])
+def test_pools_layer(pools, pool, code, reason):
+    verdict = PoolsLayer().static(context(request(pools=pools)), task_queue(pool=pool))
+    assert (verdict.code, verdict.reason) == (code, reason)
+
+
+@pytest.mark.parametrize("definition, pilot, phase, code, reason", [
+    ({}, {}, "static", Code.OK, ""),
+    ({"sites": ["T"]}, {}, "static", Code.NEVER, REASON_SITE),
+    ({"cpu_time": 7200}, {}, "static", Code.NEVER, REASON_CPUTIME),
+    ({"requirements_expr": "other.MaxRAM >= 4000"}, {}, "static", Code.NEVER, REASON_EXPRESSION_STATIC),
+    ({"requirements_expr": "other.MaxRAM >= 1000"}, {}, "static", Code.OK, ""),
+    ({"platforms": ["x86_64-el9"]}, {"platform": "x86_64-el8"}, "check", Code.NOT_NOW,
+     REASON_PILOT_PLATFORM.format(platform="x86_64-el8", wanted="x86_64-el9")),
+    ({"cpu_time": 600}, {"cpu_time_left": 300}, "check", Code.NOT_NOW, REASON_CPU_TIME_LEFT.format(needed=600, left=300)),
+    ({"requirements_expr": "other.FreeSlots >= 4"}, {"slots": 2}, "check", Code.NOT_NOW, REASON_EXPRESSION),
+    ({"requirements_expr": "other.FreeSlots >= 4"}, {"slots": 4}, "check", Code.OK, ""),
+])
+def test_requirements_layer(definition, pilot, phase, code, reason):
+    ctx = context(request(**pilot))
+    verdict = getattr(RequirementsLayer(), phase)(ctx, task_queue(**definition))
+    assert (verdict.code, verdict.reason) == (code, reason)
+
+
+def test_requirements_of_the_pilot_wait_for_a_pilot():
+    ctx = context(request(host=""))
+    assert RequirementsLayer().check(ctx, task_queue(requirements_expr="other.FreeSlots >= 4")).allowed
+
+
+@pytest.mark.parametrize("level, queue_values, hard, host, code", [
+    ("queue", {"slots": "4"}, {"slots": 2}, "wn1", Code.OK),
+    ("queue", {"slots": "4"}, {}, "wn1", Code.OK),
+    ("host", {}, {"arch": "lx-amd64"}, "", Code.OK),              # no pilot: the host is judged later
+    ("queue", {}, {"arch": "lx-amd64"}, "", Code.OK),             # a host may offer it
+    ("queue", {}, {"arch": "lx-amd64"}, "wn1", Code.NOT_NOW),     # this pilot's host does not: another may
+])
+def test_level_layers(level, queue_values, hard, host, code):
+    layer = next(lv for lv in levels.LEVEL_LAYERS if lv.name == level)
+    verdict = layer.check(context(request(host=host), queue_values=queue_values), task_queue(hard=hard))
+    assert verdict.code is code, verdict

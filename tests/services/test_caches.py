@@ -1,0 +1,43 @@
+"""What a process keeps between requests (services/caches.py): named, typed, each with its lifetime."""
+
+from __future__ import annotations
+
+import time
+
+from wms.core.match.framework import StaticVerdicts
+from wms.services.caches import Caches, Timed, Waiting
+
+
+def test_a_timed_value_is_reloaded_when_stale_or_forgotten():
+    loads = []
+    value = Timed(ttl=3600)
+    assert value.get(lambda: loads.append(1) or len(loads)) == 1
+    assert value.get(lambda: loads.append(1) or len(loads)) == 1          # fresh: not reloaded
+    value.forget()
+    assert value.get(lambda: loads.append(1) or len(loads)) == 2
+    value.keep_until(time.monotonic() - 7200)                              # now stale
+    assert value.get(lambda: loads.append(1) or len(loads)) == 3
+
+
+def test_forgetting_the_waiting_work_starts_a_new_generation_and_leaves_the_old_one_whole():
+    waiting = Waiting(ttl=3600)
+    old = waiting.current()
+    old.task_queues = [(1, 10, None)]
+    assert waiting.current() is old
+    waiting.forget()
+    assert waiting.current() is not old and waiting.current().task_queues is None
+    assert old.task_queues == [(1, 10, None)]                               # a request still using it is not disturbed
+
+
+def test_a_new_complex_table_drops_what_was_parsed_against_the_old_one_only():
+    caches = Caches()
+    caches.task_queue_views[1] = object()
+    caches.levels["S/c/q"] = (object(), object())
+    caches.usage_rows.add(("global", "slots"))
+    caches.stored_version("complexes").version = 3
+    static = caches.static_verdicts
+    caches.complex_table_changed()
+    assert caches.task_queue_views == {} and caches.levels == {} and caches.quota_state is None
+    assert isinstance(caches.static_verdicts, StaticVerdicts) and caches.static_verdicts is not static
+    assert caches.usage_rows == {("global", "slots")}                       # rows exist whatever the table
+    assert caches.stored == {}                                              # re-adopted against the new table

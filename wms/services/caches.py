@@ -1,0 +1,147 @@
+"""What one process keeps between requests, each cache by name and type
+(``Runtime.caches``).
+
+Three lifetimes:
+
+* **per configuration**: derived from the configuration files and the
+  complex table (task-queue views, static verdicts, the global and queue
+  levels, the reservation calendar's candidates, the rule sets of
+  config/rqs/). A new configuration is a new Runtime; a new complex table
+  (qconf -Mc) calls ``complex_table_changed``, which drops exactly these.
+* **short-lived**: the waiting task queues and what is drawn from them
+  (``waiting``), the active reservations (``reservations``): reread after
+  a second, or at once when this process changes them (``forget``).
+* **for the process's life**: the usage rows known to exist, the stored
+  object versions this process adopted, the quota state it uses.
+
+The server runs requests on a thread pool: each cache is safe to share.
+Values are computed outside any lock (two threads may compute the same
+one; both get a correct answer) and stored whole, so a reader never sees
+half of a value.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, TypeVar
+
+from wms.core.match.context import LevelValues, TaskQueueView
+from wms.core.match.framework import StaticVerdicts
+
+T = TypeVar("T")
+
+# Seconds a process reuses its list of task queues with waiting jobs. A task
+# queue that empties meanwhile just yields no job; one that another server
+# process creates is seen at most this late (submissions in this process
+# clear the list at once).
+CANDIDATES_TTL = 1.0
+# Seconds a process reuses its list of active reservations: a reservation
+# granted or changed by another server process is seen at most this late.
+RESERVATIONS_TTL = 1.0
+
+
+class Timed(Generic[T]):
+    """One value, reloaded when older than ``ttl`` seconds or forgotten."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._value: tuple[float, T] | None = None
+
+    def get(self, load: Callable[[], T]) -> T:
+        held = self._value
+        now = time.monotonic()
+        if held is None or now - held[0] > self.ttl:
+            held = self._value = (now, load())
+        return held[1]
+
+    def forget(self) -> None:
+        self._value = None
+
+    def keep_until(self, clock: float) -> None:
+        """Treat the value held as fresh until ``clock`` (tests that pin a snapshot)."""
+        if self._value is not None:
+            self._value = (clock, self._value[1])
+
+
+@dataclass
+class WaitingGeneration:
+    """One reading of the waiting task queues and what was drawn from it."""
+
+    since: float
+    task_queues: list[tuple[int, int, str | None]] | None = None
+    # queue name -> the pools it serves (getSubmitPoolsForQueue)
+    pools: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # (queue name, pools) -> (the draw, the views it draws from)
+    candidates: dict[tuple[str, Any], Any] = field(default_factory=dict)
+
+
+class Waiting:
+    """The short-lived view of the waiting work: a new generation after
+    ``ttl`` seconds or when jobs became waiting in this process."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._generation = WaitingGeneration(time.monotonic())
+
+    def current(self) -> WaitingGeneration:
+        generation = self._generation
+        now = time.monotonic()
+        if now - generation.since > self.ttl:
+            generation = self._generation = WaitingGeneration(now)
+        return generation
+
+    def forget(self) -> None:
+        self._generation = WaitingGeneration(time.monotonic())
+
+
+@dataclass
+class StoredVersion:
+    """The version of a stored cluster object this process uses, and when it last looked."""
+
+    version: int = 0
+    checked: float = float("-inf")
+
+
+@dataclass
+class Caches:
+    # ------------------------------------------------ per configuration
+    task_queue_views: dict[int, TaskQueueView] = field(default_factory=dict)
+    static_verdicts: StaticVerdicts = field(default_factory=StaticVerdicts)
+    # queue name -> its global and queue levels
+    levels: dict[str, tuple[LevelValues, LevelValues]] = field(default_factory=dict)
+    # the queues and hosts an advance reservation may book (services/reservations.py)
+    reservation_candidates: list[Any] | None = None
+    # the resource quota sets of config/rqs/
+    initial_rule_sets: list[Any] | None = None
+    # ------------------------------------------------ short-lived
+    waiting: Waiting = field(default_factory=lambda: Waiting(CANDIDATES_TTL))
+    reservations: Timed[tuple[Any, ...]] = field(default_factory=lambda: Timed(RESERVATIONS_TTL))
+    # ------------------------------------------------ for the process's life
+    usage_rows: set[tuple[str, str]] = field(default_factory=set)
+    stored: dict[str, StoredVersion] = field(default_factory=dict)
+    # the rule sets in use: {"version", "sets", "compiled_for", ...}, replaced whole
+    quota_state: dict[str, Any] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def stored_version(self, kind: str) -> StoredVersion:
+        state = self.stored.get(kind)
+        if state is None:
+            with self._lock:
+                state = self.stored.setdefault(kind, StoredVersion())
+        return state
+
+    def complex_table_changed(self) -> None:
+        """Everything parsed against the old complex table goes. The record of
+        adopted stored objects goes with it: the caller records the new
+        table's version next, and the quota sets are read again, against
+        the new table."""
+        self.stored = {}
+        self.task_queue_views = {}
+        self.static_verdicts = StaticVerdicts()
+        self.levels = {}
+        self.reservation_candidates = None
+        self.initial_rule_sets = None
+        self.quota_state = None
+        self.waiting.forget()
