@@ -63,6 +63,10 @@ def run_bench(args) -> int:
         from wms.bench_match import run_match
 
         return run_match(args)
+    if args.bench_command == "http":
+        from wms.bench_http import run_http
+
+        return run_http(args)
     kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
     rates = []
     for run in range(1, args.runs + 1):

@@ -338,6 +338,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     return serve(args.config_dir, args.bind, embedded=True)
 
 
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a comma-separated list of numbers, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"every number of pilots must be at least 1, got {text!r}")
+    return counts
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from wms.bench import run_bench
 
@@ -471,6 +481,18 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--quotas", type=int, default=0, metavar="N",
                    help="also run with N enabled resource quota sets of 10 rules each and compare")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+    b = bench_sub.add_parser("http", help="matches per second and latency of pilots over HTTP against wms server")
+    b.add_argument("--database", default="postgresql", help="sqlite, postgresql, mariadb or a database URL")
+    b.add_argument("--jobs", type=int, default=100_000, help="waiting jobs")
+    b.add_argument("--task-queues", type=int, default=1000, dest="task_queues")
+    b.add_argument("--pilots", type=_counts, default=[1, 4, 32, 256, 1000],
+                   help="numbers of concurrent pilots, one step each (default 1,4,32,256,1000)")
+    b.add_argument("--threads", type=int, default=4, help="threads of the in-process reference run")
+    b.add_argument("--seconds", type=float, default=10, help="seconds per step")
+    b.add_argument("--runs", type=int, default=1, help="runs; medians are reported")
+    b.add_argument("--seed", type=int, default=1)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
     return parser

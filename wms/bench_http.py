@@ -1,0 +1,314 @@
+"""`wms bench http`: matching as pilots see it, over HTTP.
+
+Fills a scratch database as `wms bench match` does, measures the Matcher
+in-process on it (the reference of the same run), then starts a real
+`wms server` on it and drives N concurrent pilots against
+POST /api/v1/matcher/request-job, each on its own keep-alive connection
+with its own pilot token, for a fixed time per N. Reported per N:
+matches per second, p50/p99 latency, errors, and the server's CPU time
+per match (read from /proc), beside the in-process rate.
+
+The load generator runs on the same machine as the server and is part of
+what is measured. It is a small asyncio HTTP/1.1 client (one connection
+per pilot, Content-Length bodies, as uvicorn answers) rather than a
+general one, so that it takes as little of the machine as it can.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wms.bench_match import SLOTS, bench_config, pilot_request, pilots, populate, settle
+from wms.config import config_dir_from_env
+from wms.core.identity import Identity
+from wms.db.engine import make_engine
+from wms.db.migrate import upgrade
+from wms.db.scratch import scratch_database
+from wms.services.runtime import Runtime
+from wms.services.tokens import create_token
+
+PATH = "/api/v1/matcher/request-job"
+REQUEST_TIMEOUT = 60.0
+
+
+# ---------------------------------------------------------------- the server
+def bench_config_dir(into: Path) -> Path:
+    """The configuration directory with room for every job (bench_match.bench_config), on disk for a server."""
+    source = config_dir_from_env(None)
+    target = into / "config"
+    shutil.copytree(source, target)
+    resources = yaml.safe_load((target / "resources.yaml").read_text())
+    for site in resources["Sites"].values():
+        for ce in (site.get("CEs") or {}).values():
+            for queue in (ce.get("Queues") or {}).values():
+                values = dict(queue.get("complex_values") or {})
+                values["slots"] = SLOTS
+                if "compiler_lic" in values:
+                    values["compiler_lic"] = SLOTS
+                queue["complex_values"] = values
+    (target / "resources.yaml").write_text(yaml.safe_dump(resources, sort_keys=False))
+    cluster = yaml.safe_load((target / "cluster.yaml").read_text()) or {}
+    cluster.setdefault("global", {})["complex_values"] = {"compiler_lic": SLOTS}
+    (target / "cluster.yaml").write_text(yaml.safe_dump(cluster, sort_keys=False))
+    return target
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def raise_open_files_limit() -> None:
+    """A thousand pilots are a thousand sockets on each side."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class Server:
+    """A `wms server` process on ``url`` with ``config``, stopped on exit."""
+
+    def __init__(self, database_url: str, config: Path, log: Path) -> None:
+        self.port = free_port()
+        env = {**os.environ, "WMS_DATABASE_URL": database_url, "WMS_CONFIG": str(config), "HOME": str(log.parent)}
+        self.log = log
+        with log.open("wb") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "wms.cli.main", "server", "--bind",
+                                             f"127.0.0.1:{self.port}"], env=env, stdout=out, stderr=out)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"wms server exited: {self.log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/api/v1/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"wms server not ready within {timeout:.0f} s: {self.log.read_text()[-2000:]}")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the server process so far."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# ---------------------------------------------------------------- the pilots
+@dataclass
+class Tally:
+    latencies: list[float] = field(default_factory=list)
+    matched: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def pilot_body(rng: random.Random, queues, pilot_id: str) -> bytes:
+    request = pilot_request(rng, queues, 0)
+    return json.dumps({
+        "site": request.site, "ce": request.ce, "queue": request.queue, "host": request.host, "pilot_id": pilot_id,
+        "slots": request.slots, "platform": request.platform, "cpu_time_left": request.cpu_time_left,
+        "load": dict(request.load),
+    }).encode()
+
+
+async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes,
+                   body: bytes) -> tuple[int, bytes]:
+    """One request on a kept-alive connection: the status and the body of the answer."""
+    writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
+    status = int((await reader.readline()).split(b" ", 2)[1])
+    length = 0
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return status, await reader.readexactly(length)
+
+
+async def pilot(k: int, port: int, token: str, queues, deadline: float, seed: int, tally: Tally) -> None:
+    rng = random.Random(seed * 100_003 + k)
+    pilot_id = f"bench-http-{k}"
+    head = (f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nContent-Length: ").encode()
+    loop = asyncio.get_running_loop()
+    connection = None
+    while loop.time() < deadline:
+        try:
+            if connection is None:
+                connection = await asyncio.open_connection("127.0.0.1", port)
+            body = pilot_body(rng, queues, pilot_id)
+            started = time.perf_counter()
+            status, answer = await asyncio.wait_for(exchange(*connection, head, body), REQUEST_TIMEOUT)
+            elapsed = time.perf_counter() - started
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, IndexError) as exc:
+            tally.errors.append(f"{type(exc).__name__}: {exc}")
+            connection = _close(connection)
+            await asyncio.sleep(0.1)
+            continue
+        if status != 200:
+            tally.errors.append(f"HTTP {status}: {answer[:200].decode(errors='replace')}")
+            continue
+        tally.latencies.append(elapsed)
+        if answer.startswith(b'{"match":true'):
+            tally.matched.append(json.loads(answer)["job"]["JobID"])
+    _close(connection)
+
+
+def _close(connection) -> None:
+    if connection is not None:
+        connection[1].close()
+    return None
+
+
+async def drive(count: int, port: int, tokens: list[str], queues, seconds: float, seed: int) -> Tally:
+    tally = Tally()
+    deadline = asyncio.get_running_loop().time() + seconds
+    await asyncio.gather(*(pilot(k, port, tokens[k], queues, deadline, seed, tally) for k in range(count)))
+    return tally
+
+
+def pilot_tokens(engine, count: int) -> list[str]:
+    """One pilot token per pilot, as a SiteDirector hands them out."""
+    now = datetime.now(timezone.utc)
+    return [create_token(engine, Identity(user=f"pilot{k}", group="lhcb_pilot", vo="lhcb", role="pilot"), now,
+                         description="wms bench http", lifetime=timedelta(hours=2))
+            for k in range(count)]
+
+
+# ---------------------------------------------------------------- one run
+def percentile(ordered: list[float], q: float) -> float | None:
+    return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
+
+
+def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
+    engine = make_engine(url)
+    upgrade(engine)
+    runtime = Runtime.create(bench_config(None), engine)
+    populate(runtime, args.jobs, args.task_queues, random.Random(args.seed))
+    settle(engine)
+    queues = runtime.resources_for("lhcb").queues()
+    print(f"  in-process: {args.threads} threads for {args.seconds:.0f} s", file=sys.stderr)
+    reference = pilots(url, args.threads, args.seconds, args.seed, time.time())
+    in_process = len(reference["matched"]) / args.seconds
+    tokens = pilot_tokens(engine, max(args.pilots))
+    server = Server(url, bench_config_dir(tmp), tmp / "server.log")
+    rows = []
+    handed: list[int] = [*reference["matched"]]
+    try:
+        for count in args.pilots:
+            print(f"  over HTTP: {count} pilots for {args.seconds:.0f} s", file=sys.stderr)
+            cpu_before, own_before = server.cpu_seconds(), time.process_time()
+            tally = asyncio.run(drive(count, server.port, tokens, queues, args.seconds, args.seed))
+            cpu = server.cpu_seconds() - cpu_before
+            ordered = sorted(tally.latencies)
+            matches = len(tally.matched)
+            handed.extend(tally.matched)
+            rows.append({
+                "pilots": count,
+                "matches_per_second": round(matches / args.seconds, 1),
+                "requests_per_second": round(len(ordered) / args.seconds, 1),
+                "p50_ms": percentile(ordered, 0.50), "p99_ms": percentile(ordered, 0.99),
+                "errors": len(tally.errors), "first_error": tally.errors[0] if tally.errors else None,
+                "server_cpu_ms_per_match": round(1000 * cpu / matches, 2) if matches else None,
+                "client_cpu_seconds": round(time.process_time() - own_before, 2),
+                "in_process_ratio": round(matches / args.seconds / in_process, 3) if in_process else None,
+            })
+    finally:
+        server.stop()
+        engine.dispose()
+    return {"in_process_matches_per_second": round(in_process, 1), "rows": rows,
+            "duplicates": len(handed) - len(set(handed))}
+
+
+def run_http(args) -> int:
+    raise_open_files_limit()
+    kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
+    runs = []
+    for run in range(1, args.runs + 1):
+        print(f"run {run}/{args.runs} on {args.database}: {args.jobs} jobs, {args.task_queues} task queues, "
+              f"pilots {','.join(map(str, args.pilots))}", file=sys.stderr)
+        with tempfile.TemporaryDirectory() as tmp:
+            if kind is None:
+                runs.append(run_http_once(args.database, args, Path(tmp)))
+                continue
+            with scratch_database(kind, Path(tmp), prefix="wms_bench") as url:
+                runs.append(run_http_once(url, args, Path(tmp)))
+    summary = summarise(args, runs)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print_table(summary)
+    return 0 if summary["duplicates"] == 0 else 1
+
+
+def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the runs, per number of pilots."""
+
+    def median(values):
+        known = [v for v in values if v is not None]
+        return round(statistics.median(known), 2) if known else None
+
+    rows = []
+    for i, count in enumerate(args.pilots):
+        per_run = [r["rows"][i] for r in runs]
+        rows.append({"pilots": count, **{key: median(row[key] for row in per_run) for key in (
+            "matches_per_second", "p50_ms", "p99_ms", "server_cpu_ms_per_match", "in_process_ratio")},
+            "errors": sum(row["errors"] for row in per_run),
+            "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None)})
+    return {"benchmark": "http", "database": args.database, "jobs": args.jobs, "task_queues": args.task_queues,
+            "seconds": args.seconds, "runs": len(runs),
+            "in_process_matches_per_second": median(r["in_process_matches_per_second"] for r in runs),
+            "duplicates": sum(r["duplicates"] for r in runs), "rows": rows, "raw": runs}
+
+
+def print_table(summary: dict[str, Any]) -> None:
+    def shown(value, fmt="{:.1f}"):
+        return "-" if value is None else fmt.format(value)
+
+    print(f"http on {summary['database']}: {summary['jobs']} jobs, {summary['task_queues']} task queues, "
+          f"{summary['seconds']:.0f} s per step, median of {summary['runs']} run(s); in-process "
+          f"{summary['in_process_matches_per_second']:.0f} matches/s; duplicates {summary['duplicates']}")
+    header = ("pilots", "matches/s", "of in-process", "p50 ms", "p99 ms", "errors", "server CPU ms/match")
+    table = [header] + [(
+        str(r["pilots"]), shown(r["matches_per_second"], "{:.0f}"), shown(r["in_process_ratio"], "{:.0%}"),
+        shown(r["p50_ms"]), shown(r["p99_ms"]), str(r["errors"]), shown(r["server_cpu_ms_per_match"], "{:.2f}"),
+    ) for r in summary["rows"]]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(cell.rjust(width) for cell, width in zip(row, widths)))
+    for r in summary["rows"]:
+        if r["first_error"]:
+            print(f"first error at {r['pilots']} pilots: {r['first_error']}")
