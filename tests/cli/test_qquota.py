@@ -4,7 +4,6 @@ default, option files, and XML valid against the specification's schema."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import select
 
 from tests.e2e.processes import EmbeddedHandle, celery, kill_pilots, pilot_process, stop, tail

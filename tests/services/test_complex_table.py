@@ -50,9 +50,9 @@ def test_only_managers_modify(runtime, now):
     [
         (lambda t: t + "\nlic l INT >= YES YES 0 0\n", 'Consumable "lic" can have only <= as an relational operator'),
         (lambda t: t + "\nbroken line\n", "expected 8 columns"),
-        (lambda t: "\n".join(l for l in t.splitlines() if not l.startswith("arch ")),
+        (lambda t: "\n".join(x for x in t.splitlines() if not x.startswith("arch ")),
          'arch'),
-        (lambda t: "\n".join(l for l in t.splitlines() if not l.startswith("compiler_lic ")),
+        (lambda t: "\n".join(x for x in t.splitlines() if not x.startswith("compiler_lic ")),
          "the new complex table does not fit the configuration"),
     ],
 )

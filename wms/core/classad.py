@@ -185,6 +185,7 @@ def tokenize(text: str, *, hash_comments: bool = False) -> list[Token]:
         match = scan(text, pos)
         assert match is not None  # the "bad" alternative takes any character
         kind = match.lastgroup
+        assert kind is not None  # every alternative is a named group
         start, pos = match.span(kind)
         if newlines is None:
             line, col = 1, start + 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
-from typing import Iterator, Sequence, TypeVar
+from typing import Generic, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ def weighted_order(items: Sequence[T], weights: Sequence[float], rng: random.Ran
 
 
 
-class WeightedDraw:
+class WeightedDraw(Generic[T]):
     """Lazy weighted sampling without replacement over a fixed list.
 
     Built once per list of candidates (cumulative weights), then each

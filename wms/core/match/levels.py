@@ -380,7 +380,9 @@ def soft_violations(ctx: MatchContext, tq: TaskQueueView) -> int:
 
 
 def _level_debits(tq: TaskQueueView, level: LevelValues) -> list[Debit]:
-    out = []
+    out: list[Debit] = []
+    if level.scope is None:
+        return out
     for cx, requested in tq.charged:
         name = cx.name
         if not cx.is_consumable or cx.relop is cx_rules.Relop.EXCL or name not in level.fixed:

@@ -20,7 +20,7 @@ With no reservation the layer returns at once (``ctx.reservations`` is None).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Sequence
 
@@ -58,6 +58,8 @@ class Snapshot:
     now: datetime
     reservations: tuple[ReservationView, ...]
     duration_offset: float = 0.0
+    _by_id: dict[int, ReservationView] = field(init=False, repr=False, compare=False)
+    _held: dict[str, list[tuple[int, str | None]]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Looked up per task queue: index once.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, ClassVar, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from wms.core.errors import ConfigError
 from wms.core.identity import Identity
@@ -89,16 +89,16 @@ class ChainEnv:
 
 
 class Executor(Protocol):
-    name: ClassVar[str]
+    name: str
 
     def process(self, job: Job, env: ChainEnv) -> None:
         """Check or prepare ``job``; raise InvalidInput/JDLError to refuse it."""
 
 
-registry: dict[str, type] = {}
+registry: dict[str, type[Executor]] = {}
 
 
-def register(cls: type) -> type:
+def register(cls: type[Executor]) -> type[Executor]:
     """Class decorator adding an executor to the registry under its name."""
     if cls.name in registry:
         raise ValueError(f"executor {cls.name!r} registered twice")

@@ -184,7 +184,8 @@ def static_reason(table: ComplexTable, request: Request, cand: Candidate,
 
 
 def _amounts(table: ComplexTable, request: Request, cand: Candidate, slots: int,
-             master: bool) -> list[tuple[LevelValues, Any, float]]:
+             master: bool) -> list[tuple[str, LevelValues, Any, float]]:
+    """(scope, level, complex, amount) of every accounted level that manages a consumable the request takes."""
     out = []
     for cx, requested in charged(table, request.hard):
         if not cx.is_consumable:
@@ -194,16 +195,16 @@ def _amounts(table: ComplexTable, request: Request, cand: Candidate, slots: int,
             continue
         for level in cand.levels:
             if level.scope is not None and cx.name in level.fixed:
-                out.append((level, cx, amount))
+                out.append((level.scope, level, cx, amount))
     return out
 
 
 def _shortfall(table: ComplexTable, request: Request, cand: Candidate, slots: int, master: bool,
                calendar: Calendar) -> str | None:
     start, end = request.window.start, request.window.end
-    for level, cx, amount in _amounts(table, request, cand, slots, master):
+    for scope, level, cx, amount in _amounts(table, request, cand, slots, master):
         capacity = float(level.fixed[cx.name])
-        free = calendar.free((level.scope, cx.name), capacity, start, end)
+        free = calendar.free((scope, cx.name), capacity, start, end)
         if amount > free:
             return REASON_FULL.format(level=level.level, resource=cx.name,
                                       amount=cx_rules.format_value(cx, amount),
@@ -223,7 +224,7 @@ def booked_scopes(table: ComplexTable, request: Request, candidates: Sequence[Ca
     out: set[str] = set()
     for cand in candidates:
         if static_reason(table, request, cand, usersets) is None:
-            out |= {level.scope for level, _, _ in _amounts(table, request, cand, 1, True)}
+            out |= {scope for scope, _, _, _ in _amounts(table, request, cand, 1, True)}
     return out
 
 
@@ -276,9 +277,9 @@ def decide(table: ComplexTable, request: Request, candidates: Sequence[Candidate
         if take == 0:
             reasons[cand.label] = _shortfall(table, request, cand, 1, first, work) or "no slot free"
             continue
-        for level, cx, amount in _amounts(table, request, cand, take, first):
-            work.add((level.scope, cx.name), Use(request.window.start, request.window.end, amount))
-            bookings.append(Booking(level.scope, cx.name, amount, cand.queue, cand.host))
+        for scope, _, cx, amount in _amounts(table, request, cand, take, first):
+            work.add((scope, cx.name), Use(request.window.start, request.window.end, amount))
+            bookings.append(Booking(scope, cx.name, amount, cand.queue, cand.host))
         allocations.append(Allocation(cand.queue, cand.host, take))
         wanted -= take
         if not parallel:

@@ -100,7 +100,7 @@ def make_window(now: datetime, start: datetime | None, end: datetime | None, dur
         if abs(actual - duration) >= 1:
             raise InvalidInput(REASON_DISSONANT.format(start=_show(begin), end=_show(end),
                                                        duration=format_time(duration), actual=format_time(actual)))
-    finish = end if end is not None else begin + timedelta(seconds=duration)
+    finish = end if end is not None else begin + timedelta(seconds=_given(duration))
     if finish <= begin:
         raise InvalidInput(REASON_END_BEFORE_START.format(end=_show(finish), start=_show(begin)))
     if finish <= now:
@@ -108,6 +108,12 @@ def make_window(now: datetime, start: datetime | None, end: datetime | None, dur
     if start is not None and start < now - START_GRACE:
         raise InvalidInput(REASON_START_PASSED.format(start=_show(start)))
     return Window(begin, finish)
+
+
+def _given(duration: float | None) -> float:
+    """A duration the caller has checked is there (an end or a duration is always given)."""
+    assert duration is not None
+    return duration
 
 
 def changed_end(start: datetime, now: datetime, end: datetime | None, duration: float | None) -> datetime:
@@ -119,7 +125,7 @@ def changed_end(start: datetime, now: datetime, end: datetime | None, duration: 
         if abs(actual - duration) >= 1:
             raise InvalidInput(REASON_DISSONANT.format(start=_show(start), end=_show(end),
                                                        duration=format_time(duration), actual=format_time(actual)))
-    finish = end if end is not None else start + timedelta(seconds=duration)
+    finish = end if end is not None else start + timedelta(seconds=_given(duration))
     if finish <= start:
         raise InvalidInput(REASON_END_BEFORE_START.format(end=_show(finish), start=_show(start)))
     if finish <= now:
