@@ -76,7 +76,7 @@ STDERR_NAME = "std.err"
 DEFAULT_OUTPUT_LIMIT = 1 << 20
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # Variables of the pilot that a user job must not inherit.
-PRIVATE_ENV = ("WMS_TOKEN",)
+PRIVATE_ENV = ("WMS_TOKEN", "WMS_PILOT_TOKEN")
 
 DONE_MINOR = "Execution Complete"
 # How long the output upload and the final report are retried across a

@@ -24,6 +24,8 @@ from wms.services import pilots as pilots_service
 from wms.services.computing_elements import LocalBackend, PilotArgs, PilotLauncher
 from wms.services.runtime import Runtime
 from wms.services.submission import SubmitOptions, submit_jobs
+from wms.services.tokens import authenticate
+from wms.core.errors import Unauthorized
 
 LOCAL = "DIRAC.Local.ch/localhost/default"
 AT_LOCAL = '[ Executable = "/bin/echo"; Arguments = "hi"; CPUTime = 300; Site = "DIRAC.Local.ch"; ]'
@@ -66,7 +68,7 @@ def backend() -> RecordingBackend:
 
 @pytest.fixture
 def launcher(backend) -> PilotLauncher:
-    return PilotLauncher(url="http://127.0.0.1:9", token="wms_test", backends={"local": backend})
+    return PilotLauncher(url="http://127.0.0.1:9", backends={"local": backend})
 
 
 def submit(runtime, now, *texts):
@@ -97,7 +99,14 @@ def test_pilots_only_where_jobs_can_run_within_the_queue_limits(runtime, now, la
     assert option(args.argv, "--site") == "DIRAC.Local.ch" and option(args.argv, "--queue") == "default"
     assert option(args.argv, "--pools") == ""                   # no Requirements: no pool
     assert option(args.argv, "--platform") == "x86_64-el9"      # the local backend emulates the queue
-    assert "--token" not in args.argv and args.token == "wms_test"
+    assert "--token" not in args.argv and args.token == ""
+    # Each pilot its own token, of the jobs' VO, bound to it, short-lived.
+    assert set(args.tokens) == set(args.pilot_ids) and len(set(args.tokens.values())) == 2
+    for pid, token in args.tokens.items():
+        identity = authenticate(runtime.engine, token, now)
+        assert (identity.role, identity.vo, identity.pilot_id) == ("pilot", "lhcb", pid)
+        with pytest.raises(Unauthorized, match="expired"):
+            authenticate(runtime.engine, token, now + timedelta(seconds=runtime.config.settings.pilot_token_lifetime))
     pilots = recorded(runtime)
     assert [(p["state"], p["backend"], p["backend_ref"]) for p in pilots] == [
         ("Submitted", "local", f"fake:{p['pilot_id']}") for p in pilots]
@@ -209,7 +218,7 @@ def test_end_to_end_local_pilots_run_the_jobs(tmp_path):
         from datetime import datetime, timezone
         now = datetime.now(timezone.utc)
         launcher = pilots_service.make_launcher(
-            runtime, now, url=server.url, log_dir=tmp_path / "pilots",
+            runtime, url=server.url, log_dir=tmp_path / "pilots",
             pilot_options=("--max-empty", "2", "--poll", "0.3", "--heartbeat", "1"))
         report = site_director(runtime, now, launcher=launcher)
         assert report["submitted"] == {LOCAL: 2}, report                # MaxWaitingPilots of the local queue

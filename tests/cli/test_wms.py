@@ -67,7 +67,7 @@ def test_missing_or_wrong_token(server, tmp_path):
     assert result.returncode == 1
     assert "no token" in result.stderr and env_home in result.stderr
     result = server("jobs", token="wms_wrong")
-    assert result.returncode == 1 and "invalid or expired token" in result.stderr
+    assert result.returncode == 1 and "invalid token (unknown to this server)" in result.stderr
 
 
 def test_unreachable_server(server, tokens):
