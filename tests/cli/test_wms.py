@@ -141,6 +141,7 @@ def test_up_writes_a_manager_token_and_stops_on_ctrl_c(tmp_path):
         wait_for(env["WMS_URL"], process)
         token_file = tmp_path / ".config" / "wms" / "token"
         assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        assert oct(token_file.parent.stat().st_mode & 0o777) == "0o700"
         listing = subprocess.run([*WMS, "jobs", "--json"], env=env, capture_output=True, text=True, cwd=REPO)
         assert listing.returncode == 0 and listing.stdout.strip() == "[]"
     finally:

@@ -257,7 +257,7 @@ def cmd_pilots(args: argparse.Namespace) -> int:
             sys.stdout.write(answer["Output"])
         return 0
     rows = Client().get("/pilots")
-    return show(args, rows, ["PilotID", "Queue", "Backend", "State", "JobsRun", "Submitted", "LastUpdate"])
+    return show(args, rows, ["PilotID", "Queue", "VO", "Backend", "State", "JobsRun", "Submitted", "LastUpdate"])
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
