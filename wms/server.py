@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import getpass
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from agents import site_director
@@ -24,7 +24,7 @@ from wms.db.migrate import upgrade
 from wms.services.pilots import make_launcher
 from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
-from wms.services.tokens import authenticate, create_token
+from wms.services.tokens import authenticate, create_token, default_lifetime
 
 
 def client_host(host: str) -> str:
@@ -59,9 +59,9 @@ def ensure_local_token(runtime: Runtime, path: Path | None = None) -> Path:
         return path
     except (FileNotFoundError, Unauthorized):
         pass
-    lifetime = timedelta(seconds=runtime.config.settings.token_lifetime)
-    token = create_token(runtime.engine, local_manager(runtime), now, description="wms up: local manager",
-                         lifetime=lifetime)
+    identity = local_manager(runtime)
+    token = create_token(runtime.engine, identity, now, description="wms up: local manager",
+                         lifetime=default_lifetime(runtime.config.settings, identity.role))
     return write_token_file(token, path)
 
 

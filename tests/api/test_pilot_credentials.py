@@ -94,6 +94,7 @@ def test_one_pilot_cannot_report_heartbeat_or_upload_for_another_pilots_job(runt
     for path in (f"/jobs/{job_id}", f"/jobs/{job_id}/jdl", f"/jobs/{job_id}/history", f"/jobs/{job_id}/output"):
         assert intruder.get(path).status_code == 403, path
     assert intruder.get("/jobs").json() == []
+    assert intruder.get("/task-queues").status_code == 403 and intruder.get("/quotas").status_code == 403
     assert snapshot(runtime, job_id) == before
     # The owner goes on, and reads what it holds.
     assert owner.get(f"/jobs/{job_id}").json()["Status"] == "Running"

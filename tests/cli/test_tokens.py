@@ -87,3 +87,22 @@ def test_the_file_is_created_with_its_mode(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "open", spy)
     write_token_file("wms_x", tmp_path / "d" / "token")
     assert opened == [0o600]
+
+
+def test_the_server_binds_loopback_and_believes_forwarded_headers_from_the_proxy_only(tmp_path, monkeypatch):
+    import uvicorn
+
+    from tests.helpers import CONFIG_DIR
+    from wms.db.migrate import upgrade
+    from wms.server import serve
+
+    url = f"sqlite:///{tmp_path / 'wms.db'}"
+    upgrade(url)
+    monkeypatch.setenv("WMS_DATABASE_URL", url)
+    seen: dict = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
+    assert serve(str(CONFIG_DIR), None, embedded=False) == 0
+    assert (seen["host"], seen["port"]) == ("127.0.0.1", 8080)
+    assert seen["proxy_headers"] is True and seen["forwarded_allow_ips"] == "127.0.0.1"
+    unit = (CONFIG_DIR.parent / "deploy" / "systemd" / "wms-server.service").read_text()
+    assert "--bind 127.0.0.1:8080" in unit and "0.0.0.0" not in unit

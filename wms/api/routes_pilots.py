@@ -3,7 +3,6 @@ a pilot's own token: /api/v1/pilots/token/renew."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
@@ -33,7 +32,7 @@ def renew_token(body: TokenRenewal, runtime: RuntimeDep, now: NowDep, caller: Pi
     TokenID, PilotID, Expires, ExpiresIn (seconds; null: no end), Lifetime."""
     if body.pilot_id is not None:
         caller = tokens_service.bind_pilot(runtime.engine, caller, body.pilot_id)
-    lifetime = timedelta(seconds=runtime.config.settings.pilot_token_lifetime)
+    lifetime = tokens_service.default_lifetime(runtime.config.settings, PILOT)
     return tokens_service.renew_pilot_token(runtime.engine, caller, now, lifetime)
 
 

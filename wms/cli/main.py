@@ -312,9 +312,8 @@ def _token_engine(args: argparse.Namespace):
 def token_lifetime(args: argparse.Namespace, settings: Any):
     """--lifetime (or the older --days); else wms.yaml's pilot_token_lifetime
     for a pilot token and token_lifetime for the others."""
-    from datetime import timedelta
-
     from wms.core.durations import parse_duration
+    from wms.services.tokens import default_lifetime
 
     if args.lifetime is not None and args.days is not None:
         raise UsageError("give --lifetime or --days, not both")
@@ -322,8 +321,7 @@ def token_lifetime(args: argparse.Namespace, settings: Any):
         return parse_duration(args.lifetime)
     if args.days is not None:
         return parse_duration(f"{args.days}d")
-    seconds = settings.pilot_token_lifetime if args.role == "pilot" else settings.token_lifetime
-    return timedelta(seconds=seconds)
+    return default_lifetime(settings, args.role)
 
 
 def cmd_token_create(args: argparse.Namespace) -> int:

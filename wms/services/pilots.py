@@ -48,7 +48,7 @@ from wms.services.backends import BACKEND_TYPES
 from wms.services.computing_elements import PilotArgs, PilotLauncher
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
-from wms.services.tokens import store_token
+from wms.services.tokens import default_lifetime, store_token
 
 # A pilot recorded but never handed to its backend (the director died in
 # between) stops counting after this long.
@@ -167,7 +167,7 @@ def refresh_pilots(runtime: Runtime, launcher: PilotLauncher, now: datetime) -> 
             if state is not None and state != pilot["state"]:
                 states[pilot["pilot_id"]] = state
     ids = [p["pilot_id"] for p in active]
-    lifetime = timedelta(seconds=runtime.config.settings.pilot_token_lifetime)
+    lifetime = default_lifetime(runtime.config.settings, "pilot")
 
     def store(conn) -> dict[str, int]:
         counts = pilots_db.jobs_run(conn, ids)
@@ -322,7 +322,7 @@ def reserve_pilots(
     """Under the queue's lock: count its pilots and the VO's, record as many
     new Submitted pilots of ``vo`` as the limits allow (:func:`pilots_for_vo`)
     and issue each a token of ``vo`` bound to it, living pilot_token_lifetime."""
-    lifetime = timedelta(seconds=runtime.config.settings.pilot_token_lifetime)
+    lifetime = default_lifetime(runtime.config.settings, "pilot")
 
     def work(conn) -> Reserved:
         pilots_db.lock_queue(conn, ref.site, ref.ce, ref.queue, now)

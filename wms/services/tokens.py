@@ -44,6 +44,12 @@ _TOKEN_ID = re.compile(r"^[0-9a-f]{4,64}$")
 VALID, EXPIRED, REVOKED = "valid", "expired", "revoked"
 
 
+def default_lifetime(settings: Any, role: str) -> timedelta:
+    """How long a new token of ``role`` lives unless told: wms.yaml
+    ``pilot_token_lifetime`` for pilots, ``token_lifetime`` for the others."""
+    return timedelta(seconds=settings.pilot_token_lifetime if role == PILOT else settings.token_lifetime)
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
