@@ -8,10 +8,14 @@ import sys
 import threading
 import time
 
+import pytest
+
 from pilot.client import ApiError, NetworkError
 from pilot.credentials import EXIT_CREDENTIAL, Keeper, next_wait, retry_wait
 from tests.helpers import REPO
-from tests.pilot.test_main import pilot_cmd
+from tests.pilot.conftest import USERS, jdl, pilot_config, status, submit
+from tests.pilot.test_main import pilot_cmd, wait_for_status
+from tests.servers import Tokens, running_server
 from wms.services.tokens import token_hash, token_id
 
 
@@ -121,3 +125,54 @@ def test_the_token_file_and_the_environment_keep_the_token_off_the_command_line(
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert sys.executable in cmd[0] and token not in " ".join(cmd)
+
+
+# ---------------------------------------------------------------- a real pilot, short-lived tokens
+SHORT_LIFETIME = 10
+
+
+@pytest.fixture(scope="module")
+def short_lived(tmp_path_factory):
+    """A server whose pilot tokens live SHORT_LIFETIME seconds."""
+    tmp = tmp_path_factory.mktemp("short-lived")
+    config = pilot_config(tmp)
+    wms_yaml = config / "wms.yaml"
+    text = wms_yaml.read_text()
+    assert "\npilot_token_lifetime: 14400" in text
+    wms_yaml.write_text(text.replace("\npilot_token_lifetime: 14400", f"\npilot_token_lifetime: {SHORT_LIFETIME}"))
+    with running_server(tmp, config, tokens=USERS) as handle:
+        yield handle, Tokens(handle)
+
+
+def test_a_running_pilot_renews_its_token_and_outlives_its_first_end(short_lived, tmp_path):
+    server, tokens = short_lived
+    [job] = submit(server, tokens, tmp_path, jdl(f"sleep {SHORT_LIFETIME + 4}; echo slept"))
+    cmd = pilot_cmd(server, tmp_path, "--slots", "1")
+    cmd[cmd.index("--pilot-id") + 1] = "renewing-pilot"
+    result = subprocess.run(cmd, env={**os.environ, "WMS_PILOT_TOKEN": tokens["renewing-pilot"]}, cwd=REPO,
+                            text=True, capture_output=True, timeout=90)
+    assert result.returncode == 0, result.stderr
+    assert status(server, tokens, job)["Status"] == "Done"            # reported after the first end had passed
+    assert result.stderr.count("token renewed") >= 3, result.stderr
+
+
+def test_a_pilot_whose_token_is_revoked_while_it_runs_leaves_its_job_and_exits_3(short_lived, tmp_path):
+    server, tokens = short_lived
+    [job] = submit(server, tokens, tmp_path, jdl("sleep 60"))
+    token = tokens["doomed-pilot"]
+    cmd = pilot_cmd(server, tmp_path, "--slots", "1")
+    cmd[cmd.index("--pilot-id") + 1] = "doomed-pilot"
+    proc = subprocess.Popen(cmd, env={**os.environ, "WMS_PILOT_TOKEN": token}, cwd=REPO, text=True,
+                            stderr=subprocess.PIPE)
+    try:
+        wait_for_status(server, tokens, [job], "Running", proc)
+        server.ok("admin", "token", "revoke", token_id(token_hash(token)))
+        assert proc.wait(timeout=30) == EXIT_CREDENTIAL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    assert "Pilot credential lost" in err and " was revoked at " in err, err
+    # Not reported Failed: the server runs it again once its heartbeats stop.
+    assert status(server, tokens, job)["Status"] == "Running"
+    server.ok("kill", str(job), token=tokens["roland"])
