@@ -10,8 +10,9 @@ The child
     in a new session (so a new process group) in ``<workdir>/<JobID>``,
     stdin from /dev/null, stdout/stderr to ``std.out``/``std.err`` there.
     Environment: the pilot's, minus the pilot's own credential
-    (``WMS_TOKEN``, ``WMS_PILOT_TOKEN``), plus the job's ``Environment``, plus ``WMS_JOB_ID`` and
-    ``WMS_JOB_DIR`` (these two last, so a job cannot fake them).
+    (``WMS_TOKEN``, ``WMS_PILOT_TOKEN``), plus the job's ``Environment``,
+    plus ``WMS_JOB_ID`` and ``WMS_JOB_DIR`` (these two last, so a job
+    cannot fake them).
 
 Limits enforced (Grid Engine queue_conf(5) meanings)
     ``h_rt``      wall clock. When reached: SIGTERM to the job's process

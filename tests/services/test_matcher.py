@@ -156,9 +156,13 @@ def test_unconfirmed_jobs_return_to_waiting_when_the_lease_expires(runtime, now)
     row = status(runtime, job_id)
     assert row["Status"] == "Waiting" and row["MinorStatus"].startswith("Lease expired")
     assert usage(runtime) == {}
-    # The late pilot is told the job is no longer its own.
+    # The late pilot is told the job is no longer its own (409, so it stops
+    # its copy), whether it quotes its attempt or not; its heartbeat says Kill.
     with pytest.raises(Conflict, match="not held by pilot p1"):
         matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, later)
+    with pytest.raises(Conflict, match="not held by pilot p1"):
+        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, later, attempt=1)
+    assert matcher.heartbeat(runtime, as_pilot("p1"), job_id, "p1", later, attempt=1)["Kill"] is True
     assert matcher.request_job(runtime, pilot("p2"), later).job["JobID"] == job_id
 
 

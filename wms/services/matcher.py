@@ -458,9 +458,12 @@ def _holds(placement: dict[str, Any], pilot_id: str, attempt: int | None) -> boo
 
 def _check_holder(job_id: int, placement: dict[str, Any], pilot_id: str, attempt: int | None) -> None:
     """Forbidden when the attempt the pilot quotes (the current one) was given to another pilot:
-    the job was never this pilot's in that attempt. (A pilot that quotes no
-    attempt may have lost the job since: that stays a Conflict.)"""
-    if attempt is not None and placement["attempt"] == attempt and placement["pilot_id"] != pilot_id:
+    the job was never this pilot's in that attempt. A job that went back to
+    Waiting (its lease expired) holds no pilot: for the pilot that lost it
+    that stays a Conflict, which tells it to stop the job; so does an
+    attempt not quoted (the pilot may have lost the job since)."""
+    holder = placement["pilot_id"]
+    if attempt is not None and placement["attempt"] == attempt and holder is not None and holder != pilot_id:
         raise Forbidden(f"job {job_id} (attempt {attempt}) was not given to pilot {pilot_id}")
 
 
