@@ -7,7 +7,10 @@ static scheduling rules allow there, the pilots already Submitted or
 Running there (states refreshed from the backends first), and the queue's
 limits (MaxWaitingPilots, MaxTotalPilots, complex_values slots). It then
 submits the missing pilots through the queue's backend (resources.yaml
-``Backend``, default ``local``), with the queue's pools as ``--pools``.
+``Backend``, default ``local``), with the queue's pools as ``--pools``,
+per VO with waiting jobs: each pilot carries its own token of that VO, and
+the queue's VO block may cap that VO's pilots (MaxWaitingPilots,
+MaxTotalPilots there).
 
 Safe to run twice at once: the count and the new pilot records are one
 transaction under the queue's lock row (wms.services.pilots.reserve_pilots;
@@ -44,41 +47,51 @@ def site_director(runtime: Runtime, now: datetime, *, launcher: PilotLauncher) -
         params = resources.queue_parameter_map(ref)
         backend_name = str(parameter(params, "Backend") or DEFAULT_BACKEND)
         limits = pilots_service.QueueLimits.of(params)
-        try:
-            backend = launcher.backend(backend_name)
-            ids, counts = pilots_service.reserve_pilots(runtime, ref, backend_name, entry["waiting"], limits, now)
-            report["queues"][ref.name] = {"waiting_jobs": entry["waiting"], **counts, "new": len(ids)}
-            if not ids:
+        # One VO's pilots at a time: each carries a token of its VO and runs
+        # that VO's jobs; a VO block of the queue may cap them.
+        for vo, waiting in entry["by_vo"].items():
+            if waiting == 0:
                 continue
-            argv = pilots_service.pilot_argv(ref, entry["pools"], params, limits, backend.emulates_queues,
-                                             launcher.pilot_options)
-            pilots_service.launch_pilots(runtime, launcher, ref, backend_name, ids, argv, now,
-                                         pilots_service.backend_options(backend, params))
-        except Exception as exc:  # noqa: BLE001 - one queue's failure must not stop the others
-            log.exception("SiteDirector: submission to %s failed", ref.name)
-            report["errors"][ref.name] = str(exc)
-            continue
-        report["submitted"][ref.name] = len(ids)
-        log.info("SiteDirector: %d pilot(s) to %s for %d waiting job(s)", len(ids), ref.name, entry["waiting"])
+            vo_params = runtime.resources_for(vo).queue_parameter_map(ref)
+            try:
+                backend = launcher.backend(backend_name)
+                reserved = pilots_service.reserve_pilots(runtime, ref, backend_name, vo, waiting, limits,
+                                                         pilots_service.QueueLimits.of(vo_params), now)
+                seen = report["queues"].setdefault(ref.name, {"waiting_jobs": entry["waiting"], **reserved.counts,
+                                                               "new": 0, "vo": {}})
+                seen["new"] += len(reserved.pilot_ids)
+                seen["vo"][vo] = {"waiting_jobs": waiting, **reserved.vo_counts, "new": len(reserved.pilot_ids)}
+                if not reserved.pilot_ids:
+                    continue
+                argv = pilots_service.pilot_argv(ref, entry["pools"], vo_params, limits, backend.emulates_queues,
+                                                 launcher.pilot_options)
+                pilots_service.launch_pilots(runtime, launcher, ref, backend_name, reserved, argv, now,
+                                             pilots_service.backend_options(backend, vo_params))
+            except Exception as exc:  # noqa: BLE001 - one queue's failure must not stop the others
+                log.exception("SiteDirector: submission to %s for %s failed", ref.name, vo)
+                report["errors"][ref.name] = str(exc)
+                continue
+            count = len(reserved.pilot_ids)
+            report["submitted"][ref.name] = report["submitted"].get(ref.name, 0) + count
+            log.info("SiteDirector: %d pilot(s) of %s to %s for %d waiting job(s)", count, vo, ref.name, waiting)
     return report
 
 
-# One launcher (and so one pilot token) per process and database.
+# One launcher per process and database (pilots' tokens are issued per pilot).
 _launchers: dict[tuple[str, str], PilotLauncher] = {}
 _launchers_lock = threading.Lock()
 
 
 def default_launcher(runtime: Runtime, now: datetime, url: str | None = None,
                      log_dir: str | None = None) -> PilotLauncher:
-    """The process's launcher for ``runtime``'s database: created (with a new
-    pilot token) on first use, then reused. For `wms agents` / Celery, where
-    no caller holds a launcher."""
+    """The process's launcher for ``runtime``'s database: created on first
+    use, then reused. For `wms agents` / Celery, where no caller holds a launcher."""
     key = (runtime.engine.url.render_as_string(hide_password=False), url or pilots_service.server_url(runtime))
     with _launchers_lock:
         launcher = _launchers.get(key)
         if launcher is None:
             launcher = _launchers[key] = pilots_service.make_launcher(
-                runtime, now, url=key[1], log_dir=log_dir or runtime.config.settings.pilot_log_dir)
+                runtime, url=key[1], log_dir=log_dir or runtime.config.settings.pilot_log_dir)
         return launcher
 
 

@@ -12,6 +12,8 @@ Modules:
             (h_rt, s_rt, cpu_time), heartbeats, output tail, final report
     orphans payloads die with the pilot: a watchdog process and a registry
             of job sessions that a later pilot on the node cleans up
+    credentials  the token: read from a file or the environment, renewed
+            before it expires
     logs    log lines with time, pilot id and job id
     main    ``wms-pilot``: options, slot workers, lifecycle, signals
 

@@ -27,7 +27,6 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any
 
 API_PREFIX = "/api/v1"
@@ -56,16 +55,6 @@ class JobLost(ApiError):
 
 class NetworkError(ClientError):
     """The server could not be reached (after retries) or answered garbage."""
-
-
-def load_token(token: str | None, token_file: str | Path | None, env: Mapping[str, str]) -> str | None:
-    """The bearer token: ``--token``, then ``--token-file``, then ``WMS_TOKEN``."""
-    if token:
-        return token.strip()
-    if token_file:
-        return Path(token_file).read_text().strip()
-    value = env.get("WMS_TOKEN", "").strip()
-    return value or None
 
 
 def _detail(body: bytes, fallback: str) -> str:
@@ -168,6 +157,11 @@ class Client:
         body = {"pilot_id": pilot_id, "status": status, "minor_status": minor_status, "exit_code": exit_code,
                 "attempt": attempt}
         return self.call("POST", f"/jobs/{job_id}/pilot-status", body)
+
+    def renew_token(self, pilot_id: str) -> dict[str, Any]:
+        """Renew this pilot's token (pilot/credentials.py): ``ExpiresIn`` seconds, null for no end."""
+        answer = self.call("POST", "/pilots/token/renew", {"pilot_id": pilot_id})
+        return answer if isinstance(answer, dict) else {}
 
     def heartbeat(self, job_id: int, pilot_id: str, attempt: int | None = None) -> dict[str, Any]:
         answer = self.call("POST", f"/jobs/{job_id}/heartbeat", {"pilot_id": pilot_id, "attempt": attempt})

@@ -24,6 +24,12 @@ Lifecycle
        ``--lifetime`` running jobs are stopped the same way ("Pilot lifetime reached") because the
        batch system is about to kill the pilot without warning. Exit 0 in
        all these cases; 2 for bad usage (no token, bad options).
+    5. The token (pilot/credentials.py): read from --token-file or
+       WMS_PILOT_TOKEN (``--token`` works but shows in ``ps``), then
+       renewed before it expires. If the server refuses it (expired,
+       revoked, the pilot ended server-side) the pilot stops: no more
+       jobs, running ones ended unreported for the server to run again;
+       exit 3.
 
 ``cpu_time_left`` sent to the Matcher is ``--cpu-time-left`` (default: the
 lifetime) minus the wall time already spent, so it only offers jobs that
@@ -53,7 +59,8 @@ from pathlib import Path
 from typing import Any
 
 from pilot import logs
-from pilot.client import DEFAULT_URL, Client, ClientError, load_token
+from pilot.client import DEFAULT_URL, Client, ClientError
+from pilot.credentials import CREDENTIAL_LOST, EXIT_CREDENTIAL, Keeper, load_token
 from pilot.orphans import Sessions, end_orphans, private_dir
 from pilot.probe import NodeInfo, cpu_count, hostname, probe_node
 from pilot.runner import DEFAULT_OUTPUT_LIMIT, DEFAULT_PATIENCE, JobSpec, Reporter, Stop, run_job
@@ -85,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env = os.environ
     p.add_argument("--url", default=env.get("WMS_URL", DEFAULT_URL), help="server URL (env WMS_URL)")
-    p.add_argument("--token", help="bearer token (else --token-file, else env WMS_TOKEN)")
-    p.add_argument("--token-file", help="file holding the bearer token")
+    p.add_argument("--token", help="bearer token: visible to every user of the node in ps, prefer --token-file "
+                                   "or the environment (else --token-file, else env WMS_PILOT_TOKEN, then WMS_TOKEN)")
+    p.add_argument("--token-file", help="file holding the bearer token (readable by the pilot's user only)")
     p.add_argument("--site", required=True)
     p.add_argument("--ce", required=True)
     p.add_argument("--queue", required=True)
@@ -154,11 +162,12 @@ class Settings:
 def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settings:
     """Turn options into settings; ``parser.error`` (exit 2) on bad ones."""
     try:
-        token = load_token(args.token, args.token_file, os.environ)
+        # Read once, then out of the environment: no job inherits it.
+        token = load_token(args.token, args.token_file, os.environ, scrub=True)
     except OSError as exc:
         parser.error(f"cannot read --token-file: {exc.strerror or exc}")
     if not token:
-        parser.error("no token: give --token, --token-file or set WMS_TOKEN")
+        parser.error("no token: give --token-file, set WMS_PILOT_TOKEN, or give --token")
     for name in ("max_empty", "output_limit"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must not be negative")
@@ -215,6 +224,7 @@ class Pilot:
         self.pools: list[str] | None = settings.pools
         self.node: NodeInfo = probe_node(settings.platform)
         self.jobs_run = 0
+        self.credential_lost: str | None = None
 
     # -- time ----------------------------------------------------------------
 
@@ -353,10 +363,19 @@ class Pilot:
                 self.jobs_run += 1
                 self.give_back(taken)
 
+    def lose_credential(self, reason: str) -> None:
+        """The token is gone for good: stop, leaving running jobs to the server (their reports would be refused)."""
+        self.credential_lost = reason
+        self.stop.stop(CREDENTIAL_LOST, leave_jobs=True)
+
     def run(self) -> int:
         """Run the workers until they all end; returns the exit code."""
         log.info("node %s: %d cores, arch %s, platform %s, %d slot(s), lifetime %.0f s",
                  self.node.host, self.node.cores, self.node.arch, self.node.platform, self.s.slots, self.s.lifetime)
+        keeper = Keeper(self.client, self.s.pilot_id, self.stop, self.lose_credential)
+        if not keeper.start():
+            log.error("the server refuses this pilot's token: %s", keeper.failed)
+            return EXIT_CREDENTIAL
         self.resolve_pools()
         workers = [
             threading.Thread(target=self.slot_worker, args=(i,), name=f"slot-{i}", daemon=True)
@@ -370,8 +389,9 @@ class Pilot:
             if self.time_left() <= 0:
                 self.stop.stop("Pilot lifetime reached")
             alive[0].join(0.2)
+        self.stop.set()                     # ends the token keeper
         log.info("pilot ends after %.0f s, %d job(s) run", self.elapsed(), self.jobs_run)
-        return EXIT_OK
+        return EXIT_CREDENTIAL if self.credential_lost else EXIT_OK
 
 
 def install_signal_handlers(stop: Stop) -> None:

@@ -10,8 +10,9 @@ The child
     in a new session (so a new process group) in ``<workdir>/<JobID>``,
     stdin from /dev/null, stdout/stderr to ``std.out``/``std.err`` there.
     Environment: the pilot's, minus the pilot's own credential
-    (``WMS_TOKEN``), plus the job's ``Environment``, plus ``WMS_JOB_ID`` and
-    ``WMS_JOB_DIR`` (these two last, so a job cannot fake them).
+    (``WMS_TOKEN``, ``WMS_PILOT_TOKEN``), plus the job's ``Environment``,
+    plus ``WMS_JOB_ID`` and ``WMS_JOB_DIR`` (these two last, so a job
+    cannot fake them).
 
 Limits enforced (Grid Engine queue_conf(5) meanings)
     ``h_rt``      wall clock. When reached: SIGTERM to the job's process
@@ -76,7 +77,7 @@ STDERR_NAME = "std.err"
 DEFAULT_OUTPUT_LIMIT = 1 << 20
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # Variables of the pilot that a user job must not inherit.
-PRIVATE_ENV = ("WMS_TOKEN",)
+PRIVATE_ENV = ("WMS_TOKEN", "WMS_PILOT_TOKEN")
 
 DONE_MINOR = "Execution Complete"
 # How long the output upload and the final report are retried across a

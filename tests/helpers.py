@@ -20,6 +20,11 @@ OPERATOR = Identity(user="oper", group="lhcb_prod", vo="lhcb", role="operator")
 PILOT = Identity(user="pilot", group="lhcb_pilot", vo="lhcb", role="pilot")
 
 
+def as_pilot(pilot_id: str) -> Identity:
+    """PILOT as the token of one pilot (bound to ``pilot_id``) presents it."""
+    return Identity(user=PILOT.user, group=PILOT.group, vo=PILOT.vo, role=PILOT.role, pilot_id=pilot_id)
+
+
 @lru_cache(maxsize=1)
 def default_config() -> Config:
     return load_config(CONFIG_DIR)

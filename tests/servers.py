@@ -96,6 +96,14 @@ class ServerHandle:
         return self.ok("admin", "token", "create", "--user", user, "--group", group, "--vo", vo,
                        "--role", role).strip()
 
+    def pilot_token(self, pilot_id: str, vo: str = "lhcb") -> str:
+        """A pilot token of ``vo`` for the pilot ``pilot_id`` alone (one per id, kept): made
+        with `wms admin token create --role pilot`; the pilot's first request binds it."""
+        key = f"pilot:{vo}:{pilot_id}"
+        if key not in self.issued:
+            self.issued[key] = self.token("pilot", f"{vo}_pilot", vo, "pilot")
+        return self.issued[key]
+
     def tokens(self, wanted: Mapping[str, tuple[str, str, str, str]]) -> dict[str, str]:
         """Several tokens at once (the commands run in parallel): name -> (user, group, vo, role)."""
         with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
@@ -137,6 +145,20 @@ class ServerHandle:
             self.process.kill()
             self.process.wait()
         self.process = None
+
+
+class Tokens(dict):
+    """A server's tokens by name (``handle.issued``); any other name is a
+    pilot id, whose own pilot token is made on first use (a pilot token
+    speaks for one pilot only)."""
+
+    def __init__(self, server: ServerHandle) -> None:
+        super().__init__(server.issued)
+        self.server = server
+
+    def __missing__(self, pilot_id: str) -> str:
+        token = self[pilot_id] = self.server.pilot_token(pilot_id)
+        return token
 
 
 @contextmanager

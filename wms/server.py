@@ -9,7 +9,6 @@ errors stop it before anything starts.
 from __future__ import annotations
 
 import getpass
-import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 from agents import site_director
 from agents.registry import AGENTS
 from agents.scheduler import Scheduler
-from wms.cli.client import token_file
+from wms.cli.client import token_file, write_token_file
 from wms.config import config_dir_from_env, load_config
 from wms.core.errors import ConfigError, Unauthorized, WmsError
 from wms.core.identity import Identity
@@ -25,7 +24,7 @@ from wms.db.migrate import upgrade
 from wms.services.pilots import make_launcher
 from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
-from wms.services.tokens import authenticate, create_token
+from wms.services.tokens import authenticate, create_token, default_lifetime
 
 
 def client_host(host: str) -> str:
@@ -60,11 +59,10 @@ def ensure_local_token(runtime: Runtime, path: Path | None = None) -> Path:
         return path
     except (FileNotFoundError, Unauthorized):
         pass
-    token = create_token(runtime.engine, local_manager(runtime), now, description="wms up: local manager")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(token + "\n")
-    os.chmod(path, 0o600)
-    return path
+    identity = local_manager(runtime)
+    token = create_token(runtime.engine, identity, now, description="wms up: local manager",
+                         lifetime=default_lifetime(runtime.config.settings, identity.role))
+    return write_token_file(token, path)
 
 
 def serve(config_dir: str | None, bind: str | None, *, embedded: bool) -> int:
@@ -89,14 +87,17 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool) -> int:
     if embedded:
         # The embedded default's local computing element: the SiteDirector
         # starts pilots as local processes that talk to this server.
-        launcher = make_launcher(runtime, datetime.now(timezone.utc), url=f"http://{client_host(host)}:{port}",
+        launcher = make_launcher(runtime, url=f"http://{client_host(host)}:{port}",
                                  log_dir=Path(config.settings.pilot_log_dir))
         scheduler = Scheduler(runtime, agents={**AGENTS, "site_director": site_director.agent(launcher)})
     if scheduler is not None:
         scheduler.start()
         print(f"wms up: agents in-process: {', '.join(sorted(scheduler.agents))}", file=sys.stderr)
     try:
-        uvicorn.run(create_app(runtime), host=host, port=port, log_level="warning")
+        # Behind a TLS reverse proxy, X-Forwarded-For/-Proto are believed from
+        # forwarded_allow_ips only (docs/deployment.md, "Behind TLS").
+        uvicorn.run(create_app(runtime), host=host, port=port, log_level="warning", proxy_headers=True,
+                    forwarded_allow_ips=config.settings.forwarded_allow_ips)
     finally:
         if scheduler is not None:
             scheduler.stop()

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.helpers import ADMIN, PILOT, ROLAND, run_concurrently
+from tests.helpers import ADMIN, ROLAND, as_pilot, run_concurrently
 from wms.core.match.context import PilotRequest
 from wms.services import jobs as jobs_service
 from wms.services import matcher
@@ -25,8 +25,8 @@ def run_to_done(runtime, now, job_id):
     request = PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn1", pilot_id="p1",
                            platform="x86_64-el9", cpu_time_left=100000)
     assert matcher.request_job(runtime, request, now).job["JobID"] == job_id
-    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
-    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Done", "", 0, now)
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, now)
 
 
 def test_a_pool_goes_only_after_its_jobs_and_the_grace(runtime, now):

@@ -5,15 +5,17 @@ with real local pilot processes against a real `wms server`."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agents.site_director import site_director
-from tests.helpers import ADMIN, ROLAND, default_config
+from tests.helpers import ADMIN, ANDRE, CONFIG_DIR, ROLAND, default_config
 from tests.pilot_backends import wait_jobs_done
 from tests.servers import running_server
 from wms.config import load_config
@@ -24,6 +26,8 @@ from wms.services import pilots as pilots_service
 from wms.services.computing_elements import LocalBackend, PilotArgs, PilotLauncher
 from wms.services.runtime import Runtime
 from wms.services.submission import SubmitOptions, submit_jobs
+from wms.services.tokens import authenticate
+from wms.core.errors import Unauthorized
 
 LOCAL = "DIRAC.Local.ch/localhost/default"
 AT_LOCAL = '[ Executable = "/bin/echo"; Arguments = "hi"; CPUTime = 300; Site = "DIRAC.Local.ch"; ]'
@@ -66,7 +70,7 @@ def backend() -> RecordingBackend:
 
 @pytest.fixture
 def launcher(backend) -> PilotLauncher:
-    return PilotLauncher(url="http://127.0.0.1:9", token="wms_test", backends={"local": backend})
+    return PilotLauncher(url="http://127.0.0.1:9", backends={"local": backend})
 
 
 def submit(runtime, now, *texts):
@@ -97,7 +101,14 @@ def test_pilots_only_where_jobs_can_run_within_the_queue_limits(runtime, now, la
     assert option(args.argv, "--site") == "DIRAC.Local.ch" and option(args.argv, "--queue") == "default"
     assert option(args.argv, "--pools") == ""                   # no Requirements: no pool
     assert option(args.argv, "--platform") == "x86_64-el9"      # the local backend emulates the queue
-    assert "--token" not in args.argv and args.token == "wms_test"
+    assert "--token" not in args.argv and args.token == ""
+    # Each pilot its own token, of the jobs' VO, bound to it, short-lived.
+    assert set(args.tokens) == set(args.pilot_ids) and len(set(args.tokens.values())) == 2
+    for pid, token in args.tokens.items():
+        identity = authenticate(runtime.engine, token, now)
+        assert (identity.role, identity.vo, identity.pilot_id) == ("pilot", "lhcb", pid)
+        with pytest.raises(Unauthorized, match="expired"):
+            authenticate(runtime.engine, token, now + timedelta(seconds=runtime.config.settings.pilot_token_lifetime))
     pilots = recorded(runtime)
     assert [(p["state"], p["backend"], p["backend_ref"]) for p in pilots] == [
         ("Submitted", "local", f"fake:{p['pilot_id']}") for p in pilots]
@@ -157,6 +168,68 @@ def test_two_directors_at_once_do_not_double_submit(runtime, now, launcher, back
     assert backend.per_queue() == {LOCAL: 2} and len(recorded(runtime)) == 2
 
 
+def capped_config(tmp_path: Path):
+    """The default configuration with the local queue's dteam pilots capped at one."""
+    config = tmp_path / "config"
+    shutil.copytree(CONFIG_DIR, config)
+    path = config / "resources.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["Sites"]["DIRAC.Local.ch"]["CEs"]["localhost"]["Queues"]["default"]["VO"] = {"dteam": {"MaxTotalPilots": 1}}
+    path.write_text(yaml.safe_dump(data))
+    return load_config(config)
+
+
+@pytest.mark.databases
+def test_pilots_go_per_vo_with_a_token_of_their_vo_and_a_vo_cap_holds(engine, now, launcher, backend, tmp_path):
+    runtime = Runtime.create(capped_config(tmp_path), engine)
+    submit(runtime, now, *[AT_LOCAL] * 6)
+    submit_jobs(runtime, ANDRE, [(f"d{i}.jdl", AT_LOCAL) for i in range(6)], SubmitOptions(), now)
+    report = site_director(runtime, now, launcher=launcher)
+    # MaxWaitingPilots 2 for the queue: one dteam pilot (its cap is 1), one lhcb.
+    assert report["submitted"] == {LOCAL: 2}, report
+    assert {vo: seen["new"] for vo, seen in report["queues"][LOCAL]["vo"].items()} == {"dteam": 1, "lhcb": 1}
+    by_pilot = {p["pilot_id"]: p["vo"] for p in recorded(runtime)}
+    tokens = {pid: token for _, _, args in backend.submissions for pid, token in args.tokens.items()}
+    assert set(tokens) == set(by_pilot) and len(set(tokens.values())) == 2
+    for pid, token in tokens.items():
+        identity = authenticate(runtime.engine, token, now)
+        assert (identity.vo, identity.pilot_id, identity.group) == (by_pilot[pid], pid, f"{by_pilot[pid]}_pilot")
+
+    # They run: room for two more in the queue, none for dteam.
+    backend.states = {f"fake:{pid}": "Running" for pid in by_pilot}
+    later = now + timedelta(minutes=1)
+    report = site_director(runtime, later, launcher=launcher)
+    assert report["submitted"] == {LOCAL: 2} and report["queues"][LOCAL]["vo"]["dteam"]["new"] == 0, report
+    with runtime.engine.connect() as conn:
+        assert pilots_db.count_by_state(conn, "DIRAC.Local.ch", "localhost", "default", vo="dteam") == {
+            "Submitted": 0, "Running": 1}
+
+    # The dteam pilot ends: its token is revoked; a waiting pilot's token is kept alive by the director.
+    [dteam] = [pid for pid, vo in by_pilot.items() if vo == "dteam"]
+    backend.states[f"fake:{dteam}"] = "Done"
+    much_later = later + timedelta(seconds=runtime.config.settings.pilot_token_lifetime - 30)
+    site_director(runtime, much_later, launcher=launcher)
+    with pytest.raises(Unauthorized, match="revoked"):
+        authenticate(runtime.engine, tokens[dteam], much_later)
+    waiting = [p["pilot_id"] for p in recorded(runtime) if p["state"] == "Submitted"]
+    assert waiting
+    tokens = {pid: token for _, _, args in backend.submissions for pid, token in args.tokens.items()}
+    past_first_end = much_later + timedelta(seconds=60)
+    for pid in waiting:
+        assert authenticate(runtime.engine, tokens[pid], past_first_end).pilot_id == pid
+
+
+def test_vo_pilots_fit_both_the_vo_and_the_queue_limits():
+    queue = pilots_service.QueueLimits(max_waiting=2, max_total=4, slots=None, slots_per_pilot=1)
+    capped = pilots_service.QueueLimits(max_waiting=2, max_total=1, slots=None, slots_per_pilot=1)
+    none = {"Submitted": 0, "Running": 0}
+    assert pilots_service.pilots_for_vo(queue, capped, 10, none, none) == 1
+    assert pilots_service.pilots_for_vo(queue, capped, 10, {"Submitted": 0, "Running": 1},
+                                        {"Submitted": 0, "Running": 1}) == 0
+    assert pilots_service.pilots_for_vo(queue, queue, 10, {"Submitted": 1, "Running": 3}, none) == 0
+    assert pilots_service.pilots_for_vo(queue, queue, 10, {"Submitted": 1, "Running": 0}, none) == 1
+
+
 def test_queue_limits_follow_dirac_rules():
     limits = pilots_service.QueueLimits(max_waiting=2, max_total=4, slots=4, slots_per_pilot=1)
     assert limits.pilots_to_submit(10, 0, 0) == 2
@@ -209,7 +282,7 @@ def test_end_to_end_local_pilots_run_the_jobs(tmp_path):
         from datetime import datetime, timezone
         now = datetime.now(timezone.utc)
         launcher = pilots_service.make_launcher(
-            runtime, now, url=server.url, log_dir=tmp_path / "pilots",
+            runtime, url=server.url, log_dir=tmp_path / "pilots",
             pilot_options=("--max-empty", "2", "--poll", "0.3", "--heartbeat", "1"))
         report = site_director(runtime, now, launcher=launcher)
         assert report["submitted"] == {LOCAL: 2}, report                # MaxWaitingPilots of the local queue

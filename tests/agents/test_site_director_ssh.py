@@ -50,7 +50,7 @@ def test_ssh_pilots_run_the_jobs_of_their_queue(ssh_server, tmp_path):
 
         runtime = Runtime.create(load_config(server.config), make_engine(server.env["WMS_DATABASE_URL"]))
         launcher = pilots_service.make_launcher(
-            runtime, datetime.now(timezone.utc), url=server.url, log_dir=tmp_path / "pilots",
+            runtime, url=server.url, log_dir=tmp_path / "pilots",
             pilot_options=("--max-empty", "2", "--poll", "0.3", "--heartbeat", "1"))
         report = site_director(runtime, datetime.now(timezone.utc), launcher=launcher)
         assert report["submitted"] == {QUEUE: 2} and report["errors"] == {}, report

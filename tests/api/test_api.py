@@ -38,7 +38,7 @@ def test_requests_without_a_valid_token_are_refused(client, runtime):
     assert client.get("/api/v1/jobs").status_code == 401
     response = client.get("/api/v1/jobs", headers={"Authorization": "Bearer wms_nonsense"})
     assert response.status_code == 401
-    assert response.json()["detail"] == "invalid or expired token"
+    assert response.json()["detail"] == "invalid token (unknown to this server)"
     assert client.get("/api/v1/health").json()["status"] == "ok"
 
 
@@ -95,15 +95,17 @@ def test_operators_see_and_kill_all_jobs(as_user):
     assert operator.post("/jobs/kill", {"job_ids": [job_id]}).json()["killed"] == [job_id]
 
 
-def test_pilots_read_pools_and_status_but_do_not_submit_or_kill(as_user):
+def test_pilots_read_pools_but_not_other_jobs_and_do_not_submit_or_kill(as_user):
     [job_id] = submit(as_user("roland"), '[ Executable = "x"; Requirements = [ SoftwareTag = "AppVersion2"; ]; ]')
     pilot = as_user("pilot")
     assert pilot.post("/jobs", {"jdls": [{"text": HELLO}]}).status_code == 403
     assert pilot.post("/jobs/kill", {"job_ids": [job_id]}).status_code == 403
-    assert pilot.get(f"/jobs/{job_id}").status_code == 200
+    for path in (f"/jobs/{job_id}", f"/jobs/{job_id}/jdl", f"/jobs/{job_id}/history", f"/jobs/{job_id}/output"):
+        assert pilot.get(path).status_code == 403, path      # not given to this pilot
+    assert pilot.get("/jobs").json() == []
     pools = pilot.get("/matcher/submit-pools", params={"site": "DIRAC.Local.ch", "ce": "localhost", "queue": "default"})
     assert pools.status_code == 200
-    assert pools.json() == [pilot.get(f"/jobs/{job_id}").json()["SubmitPool"]]
+    assert pools.json() == [as_user("roland").get(f"/jobs/{job_id}").json()["SubmitPool"]]
 
 
 def test_a_bad_jdl_is_refused_with_its_position(as_user):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.servers import running_server
+from tests.servers import Tokens, running_server
 
 USERS = {
     "roland": ("roland", "lhcb_user", "lhcb", "user"),
@@ -25,5 +25,5 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokens(server) -> dict[str, str]:
-    """Tokens of roland and andre (users), admin (manager) and pilot (pilot)."""
-    return server.issued
+    """Tokens of roland and andre (users), admin (manager), pilot (pilot), and of any pilot id asked for."""
+    return Tokens(server)

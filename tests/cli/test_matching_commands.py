@@ -12,7 +12,7 @@ LOCAL = ["--site", "DIRAC.Local.ch", "--ce", "localhost", "--queue", "default"]
 def test_request_job_prints_the_job_or_exits_3(server, tokens):
     server.ok("submit", str(EXAMPLES / "hello.jdl"), token=tokens["roland"])
     result = server("request-job", *LOCAL, "--host", "wn01", "--load", "arch=lx-amd64,mem_free=8G",
-                    "--platform", "x86_64-el9", "--pilot-id", "cli-pilot", token=tokens["pilot"])
+                    "--platform", "x86_64-el9", "--pilot-id", "cli-pilot", token=tokens["cli-pilot"])
     assert result.returncode == 0, result.stderr
     job = json.loads(result.stdout)
     assert job["JobID"] >= 1 and "JDL" in job

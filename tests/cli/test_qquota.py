@@ -54,7 +54,7 @@ def in_use(server, tokens, tmp_path_factory):
         server.ok("submit", str(jdl), token=tokens["roland"])
     for n in range(2):
         result = server("request-job", *LOCAL, "--host", "durin", "--load", "arch=lx-amd64", "--platform",
-                        "x86_64-el9", "--pilot-id", f"quota-pilot-{n}", token=tokens["pilot"])
+                        "x86_64-el9", "--pilot-id", f"quota-pilot-{n}", token=tokens[f"quota-pilot-{n}"])
         assert result.returncode == 0, result.stderr
     return path
 
@@ -111,7 +111,7 @@ def test_why_names_the_exceeded_set_and_rule(server, tokens, in_use, tmp_path):
     jdl.write_text('[ Executable = "/bin/true"; CPUTime = 300; ]')
     [job_id] = server.ok("submit", str(jdl), token=tokens["roland"]).split()
     server("request-job", *LOCAL, "--host", "durin", "--load", "arch=lx-amd64", "--platform", "x86_64-el9",
-           "--pilot-id", "quota-pilot-3", token=tokens["pilot"])
+           "--pilot-id", "quota-pilot-3", token=tokens["quota-pilot-3"])
     result = server.json("why", job_id, token=tokens["roland"])
     reasons = {q["Queue"]: q for q in result["Queues"]}
     local = reasons["DIRAC.Local.ch/localhost/default"]

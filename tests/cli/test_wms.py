@@ -67,7 +67,7 @@ def test_missing_or_wrong_token(server, tmp_path):
     assert result.returncode == 1
     assert "no token" in result.stderr and env_home in result.stderr
     result = server("jobs", token="wms_wrong")
-    assert result.returncode == 1 and "invalid or expired token" in result.stderr
+    assert result.returncode == 1 and "invalid token (unknown to this server)" in result.stderr
 
 
 def test_unreachable_server(server, tokens):
@@ -141,6 +141,7 @@ def test_up_writes_a_manager_token_and_stops_on_ctrl_c(tmp_path):
         wait_for(env["WMS_URL"], process)
         token_file = tmp_path / ".config" / "wms" / "token"
         assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        assert oct(token_file.parent.stat().st_mode & 0o777) == "0o700"
         listing = subprocess.run([*WMS, "jobs", "--json"], env=env, capture_output=True, text=True, cwd=REPO)
         assert listing.returncode == 0 and listing.stdout.strip() == "[]"
     finally:

@@ -11,32 +11,72 @@ from wms.db import tokens as tokens_db
 
 pytestmark = pytest.mark.databases
 
-H1, H2 = "a" * 64, "b" * 64
+H1, H2, H3 = "a" * 64, "b" * 64, "ab" + "c" * 62
 
 
 def test_add_get_delete(engine: Engine, now: datetime) -> None:
     with engine.begin() as conn:
         tokens_db.add_token(conn, H1, "roland", "lhcb_user", "lhcb", "user", "laptop", now)
     with engine.connect() as conn:
-        token = tokens_db.get_token(conn, H1, now + timedelta(days=3650))
-        assert tokens_db.get_token(conn, H2, now) is None
+        token = tokens_db.get_token(conn, H1)
+        assert tokens_db.get_token(conn, H2) is None
     assert token == {
         "token_hash": H1, "user": "roland", "user_group": "lhcb_user", "vo": "lhcb", "role": "user",
-        "description": "laptop", "created": now, "expires": None,
+        "description": "laptop", "created": now, "expires": None, "pilot_id": None, "revoked": None,
     }
     with engine.begin() as conn:
         assert tokens_db.delete_token(conn, H1) is True
         assert tokens_db.delete_token(conn, H1) is False
     with engine.connect() as conn:
-        assert tokens_db.get_token(conn, H1, now) is None
+        assert tokens_db.get_token(conn, H1) is None
 
 
-def test_expired_token_is_not_found(engine: Engine, now: datetime) -> None:
+def test_expired_and_revoked_rows_are_still_read_so_the_refusal_can_say_why(engine: Engine, now: datetime) -> None:
     expires = now + timedelta(hours=1)
     with engine.begin() as conn:
         tokens_db.add_token(conn, H1, "pilot", "lhcb_pilot", "lhcb", "pilot", "", now, expires=expires)
+        assert tokens_db.revoke(conn, H1, now) is True
+        assert tokens_db.revoke(conn, H1, now) is False
+        assert tokens_db.set_expiry(conn, H1, expires + timedelta(hours=1)) is False     # revoked: not renewed
     with engine.connect() as conn:
-        assert tokens_db.get_token(conn, H1, now)["expires"] == expires
-        assert tokens_db.get_token(conn, H1, expires - timedelta(microseconds=1)) is not None
-        assert tokens_db.get_token(conn, H1, expires) is None
-        assert tokens_db.get_token(conn, H1, expires + timedelta(days=1)) is None
+        row = tokens_db.get_token(conn, H1)
+    assert (row["expires"], row["revoked"]) == (expires, now)
+
+
+def test_prefix_lookup_and_listing(engine: Engine, now: datetime) -> None:
+    with engine.begin() as conn:
+        for n, digest in enumerate((H1, H2, H3)):
+            tokens_db.add_token(conn, digest, f"u{n}", "g", "vo", "user", "", now + timedelta(seconds=n))
+    with engine.connect() as conn:
+        assert [r["token_hash"] for r in tokens_db.tokens_with_prefix(conn, "a")] in ([H1, H3], [H3, H1])
+        assert [r["token_hash"] for r in tokens_db.tokens_with_prefix(conn, "ab")] == [H3]
+        assert tokens_db.tokens_with_prefix(conn, "d") == []
+        assert [r["user"] for r in tokens_db.list_tokens(conn)] == ["u0", "u1", "u2"]
+
+
+def test_binding_a_pilot_happens_once(engine: Engine, now: datetime) -> None:
+    with engine.begin() as conn:
+        tokens_db.add_token(conn, H1, "pilot", "lhcb_pilot", "lhcb", "pilot", "", now)
+        tokens_db.add_token(conn, H2, "pilot", "lhcb_pilot", "lhcb", "pilot", "", now, pilot_id="p2")
+        assert tokens_db.bind_pilot(conn, H1, "p1") is True
+        assert tokens_db.bind_pilot(conn, H1, "other") is False
+        assert tokens_db.bind_pilot(conn, H2, "p1") is False
+        assert tokens_db.pilot_bound_elsewhere(conn, "p1", H2) is True
+        assert tokens_db.pilot_bound_elsewhere(conn, "p1", H1) is False
+    with engine.connect() as conn:
+        assert (tokens_db.get_token(conn, H1)["pilot_id"], tokens_db.get_token(conn, H2)["pilot_id"]) == ("p1", "p2")
+
+
+def test_pilot_tokens_are_extended_and_revoked_by_pilot(engine: Engine, now: datetime) -> None:
+    soon, later = now + timedelta(minutes=5), now + timedelta(hours=2)
+    with engine.begin() as conn:
+        tokens_db.add_token(conn, H1, "d", "g", "lhcb", "pilot", "", now, expires=soon, pilot_id="p1")
+        tokens_db.add_token(conn, H2, "d", "g", "lhcb", "pilot", "", now, expires=later, pilot_id="p2")
+        tokens_db.add_token(conn, H3, "d", "g", "lhcb", "pilot", "", now, expires=soon, pilot_id="p3")
+        assert tokens_db.extend_pilot_tokens(conn, ["p1", "p2"], now + timedelta(hours=1)) == 1   # p2 ends later
+        assert tokens_db.revoke_pilot_tokens(conn, ["p3", "nobody"], now) == 1
+        assert tokens_db.revoke_pilot_tokens(conn, [], now) == 0
+    with engine.connect() as conn:
+        rows = {d: tokens_db.get_token(conn, d) for d in (H1, H2, H3)}
+    assert rows[H1]["expires"] == now + timedelta(hours=1) and rows[H2]["expires"] == later
+    assert rows[H3]["revoked"] == now and rows[H1]["revoked"] is None

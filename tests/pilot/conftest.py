@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.helpers import CONFIG_DIR
-from tests.servers import ServerHandle, running_server
+from tests.servers import ServerHandle, Tokens, running_server
 
 LOCAL = ("DIRAC.Local.ch", "localhost", "default")
 UNFINISHED = ("Received", "Checking", "Waiting", "Matched", "Running", "Stalled")
@@ -56,8 +56,8 @@ def wms_server(tmp_path_factory) -> Iterator[ServerHandle]:
 
 @pytest.fixture(scope="package")
 def tokens(wms_server) -> dict[str, str]:
-    """Tokens of roland (user), admin (manager) and pilot (pilot)."""
-    return wms_server.issued
+    """Tokens of roland (user), admin (manager), pilot (pilot) and of any pilot id asked for."""
+    return Tokens(wms_server)
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from pilot.client import ApiError, Client, JobLost, NetworkError, load_token
+from pilot.client import ApiError, Client, JobLost, NetworkError
+from pilot.credentials import load_token
 from tests.pilot.conftest import LOCAL, jdl, status, submit
 from tests.servers import free_port
 
@@ -65,8 +66,8 @@ def test_error_detail_and_no_retry_on_4xx(server, tokens):
     delays: list[float] = []
     with pytest.raises(ApiError) as err:
         client(server.url, "wrong-token", sleep=delays.append).submit_pools(*LOCAL)
-    assert err.value.status == 401 and err.value.detail == "invalid or expired token"
-    assert "GET /matcher/submit-pools: HTTP 401: invalid or expired token" in str(err.value)
+    assert err.value.status == 401 and err.value.detail == "invalid token (unknown to this server)"
+    assert "GET /matcher/submit-pools: HTTP 401: invalid token (unknown to this server)" in str(err.value)
     with pytest.raises(ApiError) as err:
         client(server.url, tokens["roland"], sleep=delays.append).request_job(request_body("p"))
     assert err.value.status == 403 and err.value.detail.startswith("role 'user' may not do this")
@@ -79,12 +80,18 @@ def test_error_detail_and_no_retry_on_4xx(server, tokens):
 def test_409_is_job_lost(server, tokens, tmp_path):
     c = client(server.url, tokens["pilot"])
     job = matched_job(server, tokens, tmp_path, c, "pid")
-    # Another pilot cannot confirm it.
+    # Another pilot cannot confirm it, with its own token ...
+    other = client(server.url, tokens["other-pilot"])
+    other.renew_token("other-pilot")                        # binds the hand-made token to its pilot
     with pytest.raises(JobLost) as err:
-        c.pilot_status(job, "other-pilot", "Running", "Application", None)
+        other.pilot_status(job, "other-pilot", "Running", "Application", None)
     assert err.value.status == 409
     assert err.value.detail == (f"job {job} is not held by pilot other-pilot in a state that allows Running "
                                 "(it is Matched)")
+    # ... nor this pilot's token speak for another pilot.
+    with pytest.raises(ApiError) as err:
+        c.pilot_status(job, "other-pilot", "Running", "Application", None)
+    assert err.value.status == 403 and "cannot speak for pilot 'other-pilot'" in err.value.detail
     assert c.pilot_status(job, "pid", "Running", "Application", None)["Status"] == "Running"
     # Killed meanwhile: the heartbeat says so, and the final report is refused.
     server.ok("kill", str(job), token=tokens["roland"])
@@ -131,4 +138,7 @@ def test_load_token(tmp_path):
     assert load_token("explicit", f, {"WMS_TOKEN": "env"}) == "explicit"
     assert load_token(None, f, {"WMS_TOKEN": "env"}) == "from-file"
     assert load_token(None, None, {"WMS_TOKEN": " env "}) == "env"
+    assert load_token(None, None, {"WMS_TOKEN": "old", "WMS_PILOT_TOKEN": "pilot"}) == "pilot"
     assert load_token(None, None, {}) is None
+    env = {"WMS_TOKEN": "old", "WMS_PILOT_TOKEN": "pilot", "HOME": "/h"}
+    assert load_token(None, f, env, scrub=True) == "from-file" and env == {"HOME": "/h"}

@@ -39,8 +39,9 @@ def pilot_cmd(server: ServerHandle, tmp_path: Path, *extra: str, site: tuple[str
     ]
 
 
-def pilot_env(tokens: dict) -> dict[str, str]:
-    return {**os.environ, "WMS_TOKEN": tokens["pilot"]}
+def pilot_env(tokens: dict, pilot_id: str = PILOT_ID) -> dict[str, str]:
+    """The pilot's own token in WMS_PILOT_TOKEN (tokens: the server's, so one per pilot id)."""
+    return {**os.environ, "WMS_PILOT_TOKEN": tokens[pilot_id]}
 
 
 def run_pilot(server: ServerHandle, tokens: dict, tmp_path: Path, *extra: str, timeout: float = 30,

@@ -29,7 +29,7 @@ SLOW = "sleep 60; touch {marker}"
 def start(server, tokens, tmp_path: Path, state_dir: Path, pilot_id: str) -> subprocess.Popen[str]:
     cmd = pilot_cmd(server, tmp_path, "--slots", "1", "--state-dir", str(state_dir))
     cmd[cmd.index("--pilot-id") + 1] = pilot_id
-    return subprocess.Popen(cmd, env=pilot_env(tokens), cwd=REPO, text=True, stderr=subprocess.PIPE)
+    return subprocess.Popen(cmd, env=pilot_env(tokens, pilot_id), cwd=REPO, text=True, stderr=subprocess.PIPE)
 
 
 def children(pid: int) -> list[tuple[int, str]]:

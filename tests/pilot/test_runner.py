@@ -188,10 +188,11 @@ def test_job_directory_numbering(tmp_path):
 def test_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("PILOT_SIDE", "inherited")
     monkeypatch.setenv("WMS_TOKEN", "secret-pilot-token")
-    spec = sh(13, 'echo "$WMS_JOB_ID|$FOO|$PILOT_SIDE|${WMS_TOKEN-unset}|$WMS_JOB_DIR"',
+    monkeypatch.setenv("WMS_PILOT_TOKEN", "secret-pilot-token")
+    spec = sh(13, 'echo "$WMS_JOB_ID|$FOO|$PILOT_SIDE|${WMS_TOKEN-unset}|${WMS_PILOT_TOKEN-unset}|$WMS_JOB_DIR"',
               environment={"FOO": "bar baz", "WMS_JOB_ID": "forged"})
     _, rec = run(spec, tmp_path)
-    assert rec.outputs[0][0] == f"13|bar baz|inherited|unset|{tmp_path / '13'}\n"
+    assert rec.outputs[0][0] == f"13|bar baz|inherited|unset|unset|{tmp_path / '13'}\n"
 
 
 def test_arguments_split_like_a_shell(tmp_path):

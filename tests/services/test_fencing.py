@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.helpers import ADMIN, PILOT
+from tests.helpers import ADMIN, as_pilot
 from tests.services.test_matcher import HELLO, pilot, status, submit
 from wms.core.errors import Conflict
 from wms.services import jobs as jobs_service
@@ -39,16 +39,16 @@ def test_each_hand_out_is_a_new_attempt_and_the_history_shows_it(runtime, now):
 def test_the_reports_of_an_attempt_that_is_over_are_refused(runtime, now):
     job_id, _, _, later = hand_out_twice(runtime, now)
     with pytest.raises(Conflict, match=f"job {job_id} was handed out again: attempt 1 is over, attempt 2 is Matched"):
-        matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, later, attempt=1)
-    assert matcher.heartbeat(runtime, PILOT, job_id, "p1", later, attempt=1)["Kill"] is True
+        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, later, attempt=1)
+    assert matcher.heartbeat(runtime, as_pilot("p1"), job_id, "p1", later, attempt=1)["Kill"] is True
     with pytest.raises(Conflict, match="attempt 1 is over"):
-        matcher.store_output(runtime, PILOT, job_id, "p1", "old", "", False, later, attempt=1)
+        matcher.store_output(runtime, as_pilot("p1"), job_id, "p1", "old", "", False, later, attempt=1)
     # The current attempt goes on undisturbed.
-    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, later, attempt=2)
-    assert matcher.heartbeat(runtime, PILOT, job_id, "p1", later, attempt=2)["Kill"] is False
-    matcher.store_output(runtime, PILOT, job_id, "p1", "new", "", False, later, attempt=2)
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, later, attempt=2)
+    assert matcher.heartbeat(runtime, as_pilot("p1"), job_id, "p1", later, attempt=2)["Kill"] is False
+    matcher.store_output(runtime, as_pilot("p1"), job_id, "p1", "new", "", False, later, attempt=2)
     with pytest.raises(Conflict, match="attempt 1 is over, attempt 2 is Running"):
-        matcher.pilot_status(runtime, PILOT, job_id, "p1", "Failed", "", 99, later, attempt=1)
-    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Done", "", 0, later, attempt=2)
+        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Failed", "", 99, later, attempt=1)
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, later, attempt=2)
     assert status(runtime, job_id)["Status"] == "Done"
     assert matcher.job_output(runtime, job_id)["stdout"] == "new"

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.helpers import ADMIN, PILOT, ROLAND, run_concurrently
+from tests.helpers import ADMIN, as_pilot, ROLAND, run_concurrently
 from wms.core.errors import Conflict, InvalidInput
 from wms.core.match.context import PilotRequest
 from wms.db import matching as match_db
@@ -55,8 +55,8 @@ def test_a_pilot_gets_a_job_runs_it_and_the_slot_comes_back(runtime, now):
     assert (row["Status"], row["Queue"], row["Site"]) == ("Matched", "DIRAC.Local.ch/localhost/default",
                                                           "DIRAC.Local.ch")
     assert usage(runtime) == {("queue:DIRAC.Local.ch/localhost/default", "slots"): 1.0}
-    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
-    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Done", "", 0, now)
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, now)
     assert status(runtime, job_id)["Status"] == "Done"
     assert usage(runtime) == {}
     history = [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
@@ -156,19 +156,23 @@ def test_unconfirmed_jobs_return_to_waiting_when_the_lease_expires(runtime, now)
     row = status(runtime, job_id)
     assert row["Status"] == "Waiting" and row["MinorStatus"].startswith("Lease expired")
     assert usage(runtime) == {}
-    # The late pilot is told the job is no longer its own.
+    # The late pilot is told the job is no longer its own (409, so it stops
+    # its copy), whether it quotes its attempt or not; its heartbeat says Kill.
     with pytest.raises(Conflict, match="not held by pilot p1"):
-        matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, later)
+        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, later)
+    with pytest.raises(Conflict, match="not held by pilot p1"):
+        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, later, attempt=1)
+    assert matcher.heartbeat(runtime, as_pilot("p1"), job_id, "p1", later, attempt=1)["Kill"] is True
     assert matcher.request_job(runtime, pilot("p2"), later).job["JobID"] == job_id
 
 
 def test_heartbeat_tells_the_pilot_to_kill_a_killed_job(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot(), now)
-    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
-    assert matcher.heartbeat(runtime, PILOT, job_id, "p1", now)["Kill"] is False
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    assert matcher.heartbeat(runtime, as_pilot("p1"), job_id, "p1", now)["Kill"] is False
     jobs_service.kill_jobs(runtime, ROLAND, [job_id], now)
-    assert matcher.heartbeat(runtime, PILOT, job_id, "p1", now)["Kill"] is True
+    assert matcher.heartbeat(runtime, as_pilot("p1"), job_id, "p1", now)["Kill"] is True
     assert usage(runtime) == {}
 
 
@@ -178,9 +182,9 @@ def test_bad_requests_and_reports_are_refused(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot(), now)
     with pytest.raises(InvalidInput, match="status must be Running, Done or Failed"):
-        matcher.pilot_status(runtime, PILOT, job_id, "p1", "Stalled", "", None, now)
+        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Stalled", "", None, now)
     with pytest.raises(Conflict):
-        matcher.pilot_status(runtime, PILOT, job_id, "intruder", "Running", "", None, now)
+        matcher.pilot_status(runtime, as_pilot("intruder"), job_id, "intruder", "Running", "", None, now)
 
 
 def test_many_pilots_at_once_never_share_a_job_nor_overbook(runtime, now):
@@ -209,7 +213,7 @@ def test_many_pilots_at_once_never_share_a_job_nor_overbook(runtime, now):
 def test_a_silent_running_job_is_stalled_then_rescheduled_and_runs_elsewhere(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot("p1"), now)
-    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
     timeout = runtime.config.settings.heartbeat_timeout
     assert matcher.reap_stalled(runtime, now + timedelta(seconds=timeout - 1)) == 0
     later = now + timedelta(seconds=timeout + 1)
@@ -221,7 +225,7 @@ def test_a_silent_running_job_is_stalled_then_rescheduled_and_runs_elsewhere(run
     assert statuses[-3:] == ["Running", "Stalled", "Waiting"]
     # The silent pilot comes back too late: the job is not its own any more.
     with pytest.raises(Conflict):
-        matcher.pilot_status(runtime, PILOT, job_id, "p1", "Done", "", 0, later)
+        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, later)
     assert matcher.request_job(runtime, pilot("p2"), later).job["JobID"] == job_id
 
 
@@ -245,7 +249,7 @@ def test_a_job_rescheduled_too_often_fails(runtime, now):
 def test_two_reapers_at_once_reschedule_a_job_once(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot("p1"), now)
-    matcher.pilot_status(runtime, PILOT, job_id, "p1", "Running", "", None, now)
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
     later = now + timedelta(seconds=runtime.config.settings.heartbeat_timeout + 1)
     counts, errors = run_concurrently(lambda i: matcher.reap_stalled(runtime, later), 4)
     assert errors == [] and sum(counts) == 1

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ADMIN, PILOT, ROLAND, run_concurrently
+from tests.helpers import ADMIN, as_pilot, ROLAND, run_concurrently
 from wms.config import load_config
 from wms.core.match.context import PilotRequest
 from wms.services import diagnosis
@@ -104,7 +104,7 @@ def consumables(runtime, level: str) -> dict[str, str]:
 
 
 def finish(runtime, now, job_id, pid) -> None:
-    matcher.pilot_status(runtime, PILOT, job_id, pid, "Done", "", 0, now)
+    matcher.pilot_status(runtime, as_pilot(pid), job_id, pid, "Done", "", 0, now)
 
 
 # ---------------------------------------------------------------- a full consumable per task queue

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.conftest import utcnow
-from tests.helpers import ADMIN, PILOT, default_config
+from tests.helpers import ADMIN, as_pilot, default_config
 from tests.services.test_matcher import HELLO, pilot, submit
 from tests.services.test_quotas import quota_usage
 from wms.db import quotas as quotas_db
@@ -71,7 +71,7 @@ def test_a_set_added_while_jobs_run_counts_them(runtime, now):
     assert matcher.request_job(runtime, pilot("fourth"), now).job is None
     # The jobs give back what the recount charged them, exactly.
     for i, result in enumerate(held[:2]):
-        matcher.pilot_status(runtime, PILOT, result.job["JobID"], f"p{i}", "Done", "", 0, now)
+        matcher.pilot_status(runtime, as_pilot(f"p{i}"), result.job["JobID"], f"p{i}", "Done", "", 0, now)
     assert qquota(runtime) == ["slots=1/2"]
     assert matcher.request_job(runtime, pilot("fifth"), now).job is not None
     assert qquota(runtime) == ["slots=2/2"]
@@ -130,7 +130,7 @@ def test_claims_racing_changes_of_the_sets_are_all_counted(runtime, engine, now,
                 if k % 3 == 0:                # one job in three runs on, until this pilot keeps another
                     kept, done = done, kept
                 if done:
-                    matcher.pilot_status(process, PILOT, done[0], done[1], "Done", "", 0, now)
+                    matcher.pilot_status(process, as_pilot(done[1]), done[0], done[1], "Done", "", 0, now)
         except BaseException as exc:  # noqa: BLE001 - asserted below
             errors.append(exc)
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.helpers import ADMIN, ALICE, OPERATOR, PILOT, ROLAND, default_config, run_concurrently
+from tests.helpers import ADMIN, ALICE, OPERATOR, as_pilot, ROLAND, default_config, run_concurrently
 from tests.services.test_matcher import HELLO, pilot, status, submit, usage
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.services import jobs as jobs_service
@@ -51,7 +51,7 @@ def test_roland_gets_his_three_slots_then_the_quota_refuses(runtime, now):
     assert [r.job is not None for r in got] == [True, True, True, False]
     assert 'exceeds limit "ruleset1/1" (slots=3/3 for user roland)' in got[3].reason
     assert quota_usage(runtime) == {("rqs:ruleset1/1:*", "slots"): 3.0}
-    matcher.pilot_status(runtime, PILOT, got[0].job["JobID"], "p0", "Done", "", 0, now)
+    matcher.pilot_status(runtime, as_pilot("p0"), got[0].job["JobID"], "p0", "Done", "", 0, now)
     assert quota_usage(runtime) == {("rqs:ruleset1/1:*", "slots"): 2.0}
     assert matcher.request_job(runtime, pilot("p9"), now).job is not None
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.helpers import PILOT, run_concurrently
+from tests.helpers import as_pilot, run_concurrently
 from tests.reservations_config import (
     ALLQ, CE, MANAGER, OPERATOR, OTHERQ, SITE, USER1, USER2, reservation_config,
 )
@@ -63,7 +63,7 @@ def submit(runtime, text, now=T0, identity=USER1, ar_id=None):
 def run_job(runtime, job_id, request, now=T0):
     result = matcher.request_job(runtime, request, now)
     assert result.job is not None and result.job["JobID"] == job_id, result.reason
-    matcher.pilot_status(runtime, PILOT, job_id, request.pilot_id, "Running", "", None, now)
+    matcher.pilot_status(runtime, as_pilot(request.pilot_id), job_id, request.pilot_id, "Running", "", None, now)
 
 
 def usage(runtime):

@@ -33,13 +33,13 @@ def test_the_pilot_zipapp_holds_the_pilot_package_and_a_main():
 def test_the_script_carries_the_pilot_but_no_token(tmp_path):
     script = batch_script(b"zipapp bytes", ["--url", "http://x", "--pilot-id", "p 1"], tmp_path / "p.exit")
     assert script.startswith("#!/bin/sh\n") and "emlwYXBwIGJ5dGVz" in script      # base64 of the bytes
-    assert "--pilot-id 'p 1'" in script and "WMS_TOKEN" not in script
+    assert "--pilot-id 'p 1'" in script and "WMS_TOKEN" not in script and "WMS_PILOT_TOKEN" not in script
     assert f"mv {tmp_path}/p.exit.tmp {tmp_path}/p.exit" in script
 
 
 def test_sbatch_exports_the_token_alone_and_the_queue_options_come_last(tmp_path):
     argv = sbatch_argv("p1", tmp_path, "short", ["--time=10"])
-    assert "--export=WMS_TOKEN" in argv and f"--output={tmp_path}/p1.log" in argv
+    assert "--export=WMS_PILOT_TOKEN" in argv and f"--output={tmp_path}/p1.log" in argv
     assert argv[-2:] == ["--partition=short", "--time=10"]
 
 

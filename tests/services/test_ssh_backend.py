@@ -35,10 +35,16 @@ def test_a_reference_holds_everything_status_and_kill_need():
     assert parse_ref("host:12:p") is None and parse_ref("ssh://h:22/x/p") is None
 
 
-def test_the_token_is_in_the_script_on_stdin_not_in_the_command():
+def test_each_token_is_in_the_script_on_stdin_for_its_pilot_alone_not_in_the_command():
     target = SshTarget(host="h", user="u", key="/k")
-    script = submit_script(target, b"zip", SECRET, [("p 1", ["--pilot-id", "p 1"])])
-    assert f"WMS_TOKEN={SECRET}" in script and "echo started 0 $!" in script
+    script = submit_script(target, b"zip", [("p 1", ["--pilot-id", "p 1"], SECRET),
+                                            ("p2", ["--pilot-id", "p2"], "wms_other")])
+    lines = script.splitlines()
+    [first] = [line for line in lines if "--pilot-id 'p 1'" in line]
+    [second] = [line for line in lines if "--pilot-id p2" in line]
+    assert first.startswith(f"WMS_PILOT_TOKEN={SECRET} setsid ") and "wms_other" not in first
+    assert second.startswith("WMS_PILOT_TOKEN=wms_other setsid ") and SECRET not in second
+    assert "export" not in script and "echo started 0 $!" in script
     assert SECRET not in " ".join(target.ssh_argv()) and target.ssh_argv()[-2:] == ["sh", "-s"]
     assert "BatchMode=yes" in target.ssh_argv() and "StrictHostKeyChecking=yes" in target.ssh_argv()
 

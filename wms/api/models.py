@@ -59,6 +59,14 @@ class JobRequest(BaseModel):
     tags: list[str] = Field(default_factory=list)
 
 
+class TokenRenewal(BaseModel):
+    """A pilot renewing its token; ``pilot_id`` binds a hand-made token not bound yet."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pilot_id: str | None = Field(None, min_length=1, max_length=255)
+
+
 class PilotStatus(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

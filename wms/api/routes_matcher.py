@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
@@ -14,7 +15,8 @@ from wms.services import complexes as complexes_service
 from wms.services import diagnosis
 from wms.services import jobs as jobs_service
 from wms.services import matcher
-from wms.services.access import MANAGER, OPERATOR, PILOT, USER
+from wms.services import tokens as tokens_service
+from wms.services.access import MANAGER, OPERATOR, PILOT, USER, matching_vo
 
 router = APIRouter(tags=["matcher"])
 
@@ -25,12 +27,18 @@ Manager = Annotated[Identity, Depends(require(MANAGER))]
 
 @router.post("/matcher/request-job")
 def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
-    """requestJob: one job for this pilot, or why there is none."""
+    """requestJob: one job for this pilot, or why there is none.
+
+    A pilot token speaks for its own pilot only (a hand-made one is bound
+    to ``pilot_id`` here, on its first request) and gets jobs of its VO only."""
     request = PilotRequest(
         site=body.site, ce=body.ce, queue=body.queue, host=body.host, pilot_id=body.pilot_id,
         pools=tuple(body.pools) if body.pools is not None else None, slots=body.slots, load=body.load,
         platform=body.platform, cpu_time_left=body.cpu_time_left, tags=tuple(body.tags),
     )
+    matcher.validate_request(runtime, request)        # before binding: a refused request binds nothing
+    caller = tokens_service.bind_pilot(runtime.engine, caller, body.pilot_id)
+    request = dataclasses.replace(request, vo=matching_vo(caller))
     result = matcher.request_job(runtime, request, now)
     if result.job is None:
         return {"match": False, "reason": result.reason}

@@ -15,6 +15,8 @@ from wms.services.access import MANAGER, OPERATOR, PILOT, USER
 router = APIRouter(tags=["pools"])
 
 Anyone = Annotated[Identity, Depends(require(USER, PILOT, OPERATOR, MANAGER))]
+# Task queues show their owners and requirements: not a pilot's business.
+People = Annotated[Identity, Depends(require(USER, OPERATOR, MANAGER))]
 
 
 @router.get("/matcher/submit-pools")
@@ -34,5 +36,5 @@ def get_pool(pool_id: str, runtime: RuntimeDep, caller: Anyone) -> dict[str, Any
 
 
 @router.get("/task-queues")
-def list_task_queues(runtime: RuntimeDep, caller: Anyone) -> list[dict[str, Any]]:
+def list_task_queues(runtime: RuntimeDep, caller: People) -> list[dict[str, Any]]:
     return tq_service.list_task_queues(runtime)

@@ -15,6 +15,8 @@ from wms.services.access import MANAGER, OPERATOR, PILOT, USER
 router = APIRouter(tags=["resource quotas"])
 
 Reader = Annotated[Identity, Depends(require(USER, PILOT, OPERATOR, MANAGER))]
+# Usage per user is about people: pilots have no quota and need none of it.
+People = Annotated[Identity, Depends(require(USER, OPERATOR, MANAGER))]
 Admin = Annotated[Identity, Depends(require(OPERATOR, MANAGER))]
 
 
@@ -86,7 +88,7 @@ def change_attribute(body: AttributeChange, runtime: RuntimeDep, now: NowDep, ca
 
 
 @router.get("/quotas")
-def usage(runtime: RuntimeDep, caller: Reader,
+def usage(runtime: RuntimeDep, caller: People,
           users: Annotated[list[str], Query()] = [], projects: Annotated[list[str], Query()] = [],  # noqa: B006
           pes: Annotated[list[str], Query()] = [], queues: Annotated[list[str], Query()] = [],  # noqa: B006
           hosts: Annotated[list[str], Query()] = [], resources: Annotated[list[str], Query()] = [],  # noqa: B006

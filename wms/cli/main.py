@@ -257,7 +257,7 @@ def cmd_pilots(args: argparse.Namespace) -> int:
             sys.stdout.write(answer["Output"])
         return 0
     rows = Client().get("/pilots")
-    return show(args, rows, ["PilotID", "Queue", "Backend", "State", "JobsRun", "Submitted", "LastUpdate"])
+    return show(args, rows, ["PilotID", "Queue", "VO", "Backend", "State", "JobsRun", "Submitted", "LastUpdate"])
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
@@ -301,22 +301,68 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_token_create(args: argparse.Namespace) -> int:
-    from datetime import datetime, timedelta, timezone
-
+def _token_engine(args: argparse.Namespace):
     from wms.config import config_dir_from_env, load_config
-    from wms.core.identity import Identity
     from wms.db.engine import make_engine
-    from wms.services.tokens import create_token
 
     config = load_config(config_dir_from_env(args.config_dir))
-    lifetime = timedelta(days=args.days) if args.days else None
+    return config, make_engine(config.settings.database_url)
+
+
+def token_lifetime(args: argparse.Namespace, settings: Any):
+    """--lifetime (or the older --days); else wms.yaml's pilot_token_lifetime
+    for a pilot token and token_lifetime for the others."""
+    from wms.core.durations import parse_duration
+    from wms.services.tokens import default_lifetime
+
+    if args.lifetime is not None and args.days is not None:
+        raise UsageError("give --lifetime or --days, not both")
+    if args.lifetime is not None:
+        return parse_duration(args.lifetime)
+    if args.days is not None:
+        return parse_duration(f"{args.days}d")
+    return default_lifetime(settings, args.role)
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from wms.core.identity import Identity
+    from wms.services.tokens import create_token
+
+    config, engine = _token_engine(args)
     identity = Identity(user=args.user, group=args.group, vo=args.vo, role=args.role)
     token = create_token(
-        make_engine(config.settings.database_url), identity, datetime.now(timezone.utc),
-        description=args.description, lifetime=lifetime,
+        engine, identity, datetime.now(timezone.utc),
+        description=args.description, lifetime=token_lifetime(args, config.settings),
     )
     print(token)
+    return 0
+
+
+TOKEN_COLUMNS = ["ID", "User", "Group", "VO", "Role", "Pilot", "State", "Expires", "Created", "Description"]
+
+
+def cmd_token_list(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from wms.services.tokens import list_tokens
+
+    _, engine = _token_engine(args)
+    return show(args, list_tokens(engine, datetime.now(timezone.utc)), TOKEN_COLUMNS)
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from wms.services.tokens import revoke_token
+
+    _, engine = _token_engine(args)
+    view = revoke_token(engine, args.id, datetime.now(timezone.utc))
+    if args.json:
+        output.as_json(view)
+    else:
+        print(f"token {view['ID']} ({view['User']}, {view['Role']}) revoked")
     return 0
 
 
@@ -400,9 +446,21 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--vo", required=True)
     create.add_argument("--role", required=True, choices=["user", "pilot", "operator", "manager"])
     create.add_argument("--description", default="")
-    create.add_argument("--days", type=int, default=None, help="lifetime in days (default: no expiry)")
+    create.add_argument("--lifetime", default=None, metavar="DURATION",
+                        help="how long the token lives: 3600, 90m, 12h, 30d, 1d12h, or never (default: wms.yaml "
+                             "token_lifetime, pilot_token_lifetime for --role pilot)")
+    create.add_argument("--days", type=int, default=None, help=argparse.SUPPRESS)   # older spelling of --lifetime Nd
     create.add_argument("--config", dest="config_dir", default=None)
     create.set_defaults(func=cmd_token_create)
+    listing = token.add_parser("list", help="every token (never the secret): id, owner, role, pilot, state, expiry")
+    listing.add_argument("--json", action="store_true", help="print one JSON document")
+    listing.add_argument("--config", dest="config_dir", default=None)
+    listing.set_defaults(func=cmd_token_list)
+    revoke = token.add_parser("revoke", help="revoke a token by its ID (from `wms admin token list`)")
+    revoke.add_argument("id", metavar="ID")
+    revoke.add_argument("--json", action="store_true", help="print one JSON document")
+    revoke.add_argument("--config", dest="config_dir", default=None)
+    revoke.set_defaults(func=cmd_token_revoke)
 
     p = command("submit", cmd_submit, "submit jobs; prints one job ID per line")
     p.add_argument("files", nargs="+", metavar="FILE.jdl", help="JDL files ('-' reads standard input)")

@@ -228,6 +228,16 @@ class Settings(_Model):
     # Pilot logs and exit files of the SiteDirector's backends; for Slurm
     # pilots a directory the worker nodes share (docs/deployment.md).
     pilot_log_dir: Annotated[str, Field(min_length=1)] = "var/pilots"
+    # Seconds a token of `wms admin token create` lives unless --lifetime
+    # says otherwise; pilot tokens (the SiteDirector's and hand-made ones)
+    # live pilot_token_lifetime and are renewed by their pilot while it
+    # runs (docs/security.md, "Pilots and tokens").
+    token_lifetime: Seconds = 30 * 86400
+    pilot_token_lifetime: Seconds = 4 * 3600
+    # Addresses whose X-Forwarded-For / X-Forwarded-Proto headers the server
+    # believes (the TLS reverse proxy in front of it): uvicorn's
+    # forwarded_allow_ips, comma-separated, "*" for any (docs/deployment.md).
+    forwarded_allow_ips: Annotated[str, Field(min_length=1)] = "127.0.0.1"
 
     def model_post_init(self, context: Any, /) -> None:
         # Fill in the periods not given; the refresher follows submit_pool_refresh.

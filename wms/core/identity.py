@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -11,3 +11,8 @@ class Identity:
     group: str
     vo: str
     role: str
+    # The pilot a pilot-role token speaks for; None when not bound (yet).
+    pilot_id: str | None = None
+    # The SHA-256 digest of the token that authenticated the caller; None
+    # for identities not from a token.
+    token_hash: str | None = field(default=None, compare=False, repr=False)

@@ -268,11 +268,14 @@ def list_jobs(
     owner: str | None = None,
     status: str | Collection[str] | None = None,
     limit: int | None = None,
+    pilot_id: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Jobs by id, optionally of one owner and in the given status(es)."""
+    """Jobs by id, optionally of one owner, held by one pilot, and in the given status(es)."""
     stmt = select(jobs).order_by(jobs.c.job_id)
     if owner is not None:
         stmt = stmt.where(jobs.c.owner == owner)
+    if pilot_id is not None:
+        stmt = stmt.where(jobs.c.pilot_id == pilot_id)
     if status is not None:
         stmt = stmt.where(jobs.c.status.in_(_statuses(status)))
     if limit is not None:

@@ -29,12 +29,12 @@ def add_pilots(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     """Record new pilots; each row has pilot_id, site, ce, queue, backend, state, submitted.
 
     ``backend_ref`` defaults to "" (not yet accepted by the backend),
-    ``jobs_run`` to 0 and ``last_update`` to ``submitted``.
+    ``jobs_run`` to 0, ``last_update`` to ``submitted`` and ``vo`` to None.
     """
     if not rows:
         return
     full = [
-        {"backend_ref": "", "jobs_run": 0, "last_update": row["submitted"], **row}
+        {"backend_ref": "", "jobs_run": 0, "last_update": row["submitted"], "vo": None, **row}
         for row in rows
     ]
     conn.execute(insert(pilots), full)
@@ -80,14 +80,16 @@ def list_pilots(conn: Connection, states: Iterable[str] | None = None) -> list[d
     return [dict(r) for r in conn.execute(stmt).mappings().all()]
 
 
-def count_by_state(conn: Connection, site: str, ce: str, queue: str) -> dict[str, int]:
-    """Pilots of Site/CE/Queue by state (active states only; the index covers it)."""
+def count_by_state(conn: Connection, site: str, ce: str, queue: str, vo: str | None = None) -> dict[str, int]:
+    """Pilots of Site/CE/Queue (of one VO, when given) by state (active states only; the index covers it)."""
     stmt = (
         select(pilots.c.state, func.count())
         .where(pilots.c.site == site, pilots.c.ce == ce, pilots.c.queue == queue,
                pilots.c.state.in_(ACTIVE_STATES))
         .group_by(pilots.c.state)
     )
+    if vo is not None:
+        stmt = stmt.where(pilots.c.vo == vo)
     counts = dict.fromkeys(ACTIVE_STATES, 0)
     counts.update({state: int(n) for state, n in conn.execute(stmt).all()})
     return counts

@@ -248,6 +248,11 @@ tokens = Table(
     Column("description", String(255), nullable=False, default=""),
     Column("created", UtcDateTime, nullable=False),
     Column("expires", UtcDateTime, nullable=True),
+    # The pilot a pilot-role token speaks for (None: not bound yet, or not a pilot's).
+    Column("pilot_id", Name, nullable=True),
+    # When the token was revoked; the row stays so that a refusal can say so.
+    Column("revoked", UtcDateTime, nullable=True),
+    Index("ix_tokens_pilot_id", "pilot_id"),
 )
 
 # Grid Engine objects changed at run time with qconf (the complex table now;
@@ -283,6 +288,8 @@ pilots = Table(
     Column("jobs_run", Integer, nullable=False, default=0),
     Column("submitted", UtcDateTime, nullable=False),
     Column("last_update", UtcDateTime, nullable=False),
+    # The VO whose token the pilot carries and whose jobs it runs (None: any, older pilots).
+    Column("vo", Name, nullable=True),
     # The SiteDirector counts a queue's pilots by state.
     Index("ix_pilots_site_ce_queue_state", "site", "ce", "queue", "state"),
     Index("ix_pilots_state", "state"),

@@ -20,9 +20,10 @@ A backend is any object with
 
 ``local`` is here, ``slurm`` in wms/services/slurm_backend.py, ``ssh``
 in wms/services/ssh_backend.py; the registry by name is
-wms/services/backends.py (docs/agents.md). The pilot's
-bearer token reaches the pilot by its environment (WMS_TOKEN), never on a
-command line, where any user of the node could read it.
+wms/services/backends.py (docs/agents.md). Each pilot has a token of its
+own (``pilot_args.token_for(pilot_id)``), which reaches it by its
+environment (WMS_PILOT_TOKEN), never on a command line, where any user of
+the node could read it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from wms.core.resources import QueueRef
 
 SUBMITTED, RUNNING, DONE, FAILED, ABORTED = "Submitted", "Running", "Done", "Failed", "Aborted"
 DEFAULT_BACKEND = "local"
+# The variable that carries a pilot's token to it (pilot/client.py reads it).
+PILOT_TOKEN_ENV = "WMS_PILOT_TOKEN"
 
 
 @dataclass(frozen=True)
@@ -50,16 +53,23 @@ class PilotArgs:
 
     ``argv`` are the ``wms-pilot`` options common to them all (``--site``,
     ``--pools``, ...), without ``--url``, ``--token`` or ``--pilot-id``,
-    which the backend adds: ``url`` and ``pilot_ids`` as options, ``token``
-    through the environment. ``options`` are the queue's values of the
-    backend's ``parameters`` (those the queue states).
+    which the backend adds: ``url`` and ``pilot_ids`` as options, each
+    pilot's token through its environment. ``tokens`` are the pilots' own
+    tokens by pilot id (the SiteDirector's); ``token`` the one for a pilot
+    not in ``tokens`` (a backend driven by hand or by a test). ``options``
+    are the queue's values of the backend's ``parameters`` (those the
+    queue states).
     """
 
     url: str
-    token: str = field(repr=False)
-    pilot_ids: tuple[str, ...]
+    token: str = field(default="", repr=False)
+    pilot_ids: tuple[str, ...] = ()
     argv: tuple[str, ...] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
+    tokens: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def token_for(self, pilot_id: str) -> str:
+        return self.tokens.get(pilot_id, self.token)
 
 
 def check_count(count: int, pilot_args: PilotArgs) -> None:
@@ -118,10 +128,10 @@ class LocalBackend:
         check_count(count, pilot_args)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = dict(self.env if self.env is not None else os.environ)
-        env["WMS_TOKEN"] = pilot_args.token
-        env.pop("WMS_PILOT_TOKEN", None)
+        env.pop("WMS_TOKEN", None)
         refs = []
         for pilot_id in pilot_args.pilot_ids:
+            env[PILOT_TOKEN_ENV] = pilot_args.token_for(pilot_id)
             exit_file = self.log_dir / f"{pilot_id}.exit"
             exit_file.unlink(missing_ok=True)
             with open(self.log_dir / f"{pilot_id}.log", "ab") as log:
@@ -201,11 +211,11 @@ def _alive(pid: int) -> bool:
 @dataclass
 class PilotLauncher:
     """What the SiteDirector needs to start pilots: the server URL pilots
-    talk to, a pilot-role token, the backends by name, and extra
-    ``wms-pilot`` options for every pilot (e.g. ``--max-empty 3 --poll 5``)."""
+    talk to, the backends by name, and extra ``wms-pilot`` options for
+    every pilot (e.g. ``--max-empty 3 --poll 5``). Each pilot's token is
+    issued with its record (wms.services.pilots.reserve_pilots)."""
 
     url: str
-    token: str = field(repr=False)
     backends: dict[str, Backend]
     pilot_options: tuple[str, ...] = ()
 

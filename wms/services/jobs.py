@@ -54,9 +54,10 @@ def visible_jobs(runtime: Runtime, identity: Identity, job_ids: list[int]) -> li
     missing = [i for i in job_ids if i not in rows]
     if missing:
         raise NotFound(f"no such job: {', '.join(map(str, missing))}")
-    hidden = [i for i in job_ids if not access.may_see_job(identity, rows[i]["owner"])]
+    hidden = [i for i in job_ids if not access.may_see_job(identity, rows[i]["owner"], rows[i]["pilot_id"])]
     if hidden:
-        raise Forbidden(f"job {', '.join(map(str, hidden))} belongs to another user")
+        whose = "another pilot or none" if identity.role == access.PILOT else "another user"
+        raise Forbidden(f"job {', '.join(map(str, hidden))} belongs to {whose}")
     return [rows[i] for i in job_ids]
 
 
@@ -75,15 +76,20 @@ def job_status(runtime: Runtime, identity: Identity, job_ids: list[int]) -> list
 def list_jobs(
     runtime: Runtime, identity: Identity, *, status: str | None = None, owner: str | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
-    """Jobs the caller may see: users their own, admins anyone's (``owner`` filters)."""
+    """Jobs the caller may see: users their own, a pilot those it holds, admins anyone's (``owner`` filters)."""
     if status is not None and status not in {s.value for s in JobStatus}:
         raise InvalidInput(f"unknown status {status!r} (one of {', '.join(s.value for s in JobStatus)})")
-    if not access.sees_all_jobs(identity):
+    held_by = None
+    if identity.role == access.PILOT:
+        if identity.pilot_id is None:
+            return []
+        held_by = identity.pilot_id
+    elif not access.sees_all_jobs(identity):
         if owner is not None and owner != identity.user:
             raise Forbidden("users may list only their own jobs")
         owner = identity.user
     with reading(runtime.engine) as conn:
-        rows = jobs_db.list_jobs(conn, owner=owner, status=status, limit=limit)
+        rows = jobs_db.list_jobs(conn, owner=owner, status=status, limit=limit, pilot_id=held_by)
     return with_reservations(runtime, rows)
 
 

@@ -43,6 +43,7 @@ from wms.services.retry import run_in_transaction
 from wms.services import complexes as complexes_service
 from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
+from wms.services import tokens as tokens_service
 from wms.services.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ def pools_for_queue(runtime: Runtime, reader: LazyReader, request: PilotRequest)
 def candidates(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView]]:
     """The task queues with waiting jobs the pilot's pools may serve, ready to draw from (cached briefly)."""
     cache = runtime.caches.waiting.current().candidates
-    key = (request.ref.name, request.pools)
+    key = (request.ref.name, request.pools, request.vo)
     if key not in cache:
         # The pools layer's rule, applied to the whole list at once: the
         # candidates are cached per pools, so it is decided here only once.
@@ -130,6 +131,10 @@ def candidates(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> t
         chosen = [(tq_id, priority) for tq_id, priority, pool in waiting_task_queues(runtime, reader)
                   if admits(pools, pool)]
         views = task_queue_views(runtime, reader(), [tq_id for tq_id, _ in chosen])
+        if request.vo is not None:
+            # A VO's pilot runs that VO's jobs only (its token is the VO's).
+            chosen = [(t, p) for t, p in chosen if t in views and views[t].vo == request.vo]
+            views = {t: views[t] for t, _ in chosen}
         cache[key] = (WeightedDraw([t for t, _ in chosen], [p for _, p in chosen]), views)
     return cache[key]
 
@@ -428,7 +433,7 @@ def pilot_status(
             match_db.release_debits(conn, [job_id])
         return True
 
-    _check_pilot(identity)
+    _check_pilot(identity, pilot_id)
     if not run_in_transaction(runtime.engine, change):
         with reading(runtime.engine) as conn:
             placement = match_db.job_placement(conn, job_id)
@@ -436,6 +441,7 @@ def pilot_status(
             raise NotFound(f"no such job: {job_id}")
         if attempt is not None and placement["attempt"] != attempt:
             raise Conflict(_superseded(job_id, attempt, placement))
+        _check_holder(job_id, placement, pilot_id, attempt)
         raise Conflict(f"job {job_id} is not held by pilot {pilot_id} in a state that allows {new.value} "
                        f"(it is {placement['status']})")
     return {"JobID": job_id, "Status": new.value}
@@ -451,15 +457,27 @@ def _holds(placement: dict[str, Any], pilot_id: str, attempt: int | None) -> boo
     return placement["pilot_id"] == pilot_id and (attempt is None or placement["attempt"] == attempt)
 
 
+def _check_holder(job_id: int, placement: dict[str, Any], pilot_id: str, attempt: int | None) -> None:
+    """Forbidden when the attempt the pilot quotes (the current one) was given to another pilot:
+    the job was never this pilot's in that attempt. A job that went back to
+    Waiting (its lease expired) holds no pilot: for the pilot that lost it
+    that stays a Conflict, which tells it to stop the job; so does an
+    attempt not quoted (the pilot may have lost the job since)."""
+    holder = placement["pilot_id"]
+    if attempt is not None and placement["attempt"] == attempt and holder is not None and holder != pilot_id:
+        raise Forbidden(f"job {job_id} (attempt {attempt}) was not given to pilot {pilot_id}")
+
+
 def heartbeat(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, now: datetime,
               attempt: int | None = None) -> dict[str, Any]:
     """A running job is alive; tells the pilot to kill it when it was killed or handed out again meanwhile."""
-    _check_pilot(identity)
+    _check_pilot(identity, pilot_id)
 
     def beat(conn: Connection) -> dict[str, Any] | None:
         placement = match_db.job_placement(conn, job_id)
         if placement is None:
             return None
+        _check_holder(job_id, placement, pilot_id, attempt)
         if _holds(placement, pilot_id, attempt) and placement["status"] in (JobStatus.RUNNING, JobStatus.MATCHED):
             match_db.set_pilot_status(conn, job_id, pilot_id, [placement["status"]], {"heartbeat_time": now})
             return {"JobID": job_id, "Status": placement["status"], "Kill": False}
@@ -474,7 +492,7 @@ def heartbeat(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, 
 def store_output(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, stdout: str, stderr: str,
                  truncated: bool, now: datetime, attempt: int | None = None) -> None:
     """The output of the job's current attempt, from the pilot that holds it."""
-    _check_pilot(identity)
+    _check_pilot(identity, pilot_id)
 
     def store(conn: Connection) -> None:
         placement = match_db.job_placement(conn, job_id)
@@ -482,6 +500,7 @@ def store_output(runtime: Runtime, identity: Identity, job_id: int, pilot_id: st
             raise NotFound(f"no such job: {job_id}")
         if attempt is not None and placement["attempt"] != attempt:
             raise Conflict(_superseded(job_id, attempt, placement))
+        _check_holder(job_id, placement, pilot_id, attempt)
         if placement["pilot_id"] != pilot_id:
             raise Conflict(f"job {job_id} is not held by pilot {pilot_id}")
         match_db.store_output(conn, job_id, stdout, stderr, truncated, now)
@@ -489,9 +508,11 @@ def store_output(runtime: Runtime, identity: Identity, job_id: int, pilot_id: st
     run_in_transaction(runtime.engine, store)
 
 
-def _check_pilot(identity: Identity) -> None:
+def _check_pilot(identity: Identity, pilot_id: str) -> None:
+    """Only the pilot itself (its own token), an operator or a manager speaks for ``pilot_id``."""
     if identity.role not in ("pilot", "operator", "manager"):
         raise Forbidden("only pilots report job status")
+    tokens_service.check_pilot(identity, pilot_id)
 
 
 # ---------------------------------------------------------------- leases and stalled jobs

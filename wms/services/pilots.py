@@ -8,12 +8,19 @@ The SiteDirector agent (agents/site_director.py) calls, per run:
    queue could run (one grouped query, then the match framework's static
    phase per task queue, cached per task queue, queue and pools, the
    cache the Matcher uses);
-3. :func:`reserve_pilots` per queue with work: under the queue's lock row,
-   counts its pilots, applies the limits and records the new pilots as
-   Submitted, in one transaction: two directors at once never both fill
-   the same shortfall (docs/agents.md);
+3. :func:`reserve_pilots` per queue and VO with work: under the queue's
+   lock row, counts its pilots (all of them, and the VO's), applies the
+   queue's limits and the VO's (a VO block of the queue may cap that VO's
+   pilots), records the new pilots as Submitted and issues each its own
+   token (the VO's, bound to the pilot), in one transaction: two directors
+   at once never both fill the same shortfall (docs/agents.md);
 4. :func:`launch_pilots`: starts the reserved pilots through the queue's
-   backend and stores their backend references (or Aborted).
+   backend, each with its token, and stores their backend references (or
+   Aborted).
+
+A pilot's token lives ``pilot_token_lifetime``: the director renews it
+while the pilot waits in its batch system (:func:`refresh_pilots`), the
+pilot itself while it runs, and it is revoked when the pilot ends.
 
 :func:`list_pilots` is what `wms pilots` and GET /api/v1/pilots show.
 """
@@ -37,12 +44,13 @@ from wms.core.scheduling import parameter
 from wms.db.engine import reading
 from wms.db import pilots as pilots_db
 from wms.db import pools as pools_db
+from wms.db import tokens as tokens_db
 from wms.services.backends import BACKEND_TYPES
 from wms.services.computing_elements import PilotArgs, PilotLauncher
 from wms.services.matcher import queue_context, static_verdicts, task_queue_views
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
-from wms.services.tokens import create_token
+from wms.services.tokens import default_lifetime, store_token
 
 # A pilot recorded but never handed to its backend (the director died in
 # between) stops counting after this long.
@@ -54,7 +62,12 @@ DEFAULT_MAX_TOTAL_PILOTS = 100
 CPU_TIME_MARGIN = 600
 # Bytes of a pilot's log `wms pilots --output` shows (the tail).
 PILOT_OUTPUT_LIMIT = 1 << 20
-PILOT_IDENTITY = Identity(user="site-director", group="pilot", vo="all", role="pilot")
+PILOT_USER = "site-director"
+
+
+def pilot_identity(vo: str, pilot_id: str) -> Identity:
+    """Who a SiteDirector pilot of ``vo`` is: the VO's pilot role, bound to the pilot."""
+    return Identity(user=PILOT_USER, group=f"{vo}_pilot", vo=vo, role="pilot", pilot_id=pilot_id)
 
 
 # ---------------------------------------------------------------- the launcher
@@ -73,23 +86,18 @@ def server_url(runtime: Runtime) -> str:
 
 def make_launcher(
     runtime: Runtime,
-    now: datetime,
     *,
     url: str | None = None,
     log_dir: Path | str = "var/pilots",
     pilot_options: Sequence[str] = (),
-    identity: Identity = PILOT_IDENTITY,
     backends: Mapping[str, Any] | None = None,
 ) -> PilotLauncher:
-    """A launcher with a NEW pilot-role token (create it once, keep it).
-
-    ``backends`` default to one of each type in BACKEND_TYPES, each writing
-    pilot logs to ``log_dir``.
-    """
-    token = create_token(runtime.engine, identity, now, description="SiteDirector pilots")
+    """A launcher; ``backends`` default to one of each type in
+    BACKEND_TYPES, each writing pilot logs to ``log_dir``. (Pilots' tokens
+    are issued per pilot by :func:`reserve_pilots`.)"""
     if backends is None:
         backends = {name: kind(log_dir=log_dir) for name, kind in BACKEND_TYPES.items()}
-    return PilotLauncher(url=url or server_url(runtime), token=token, backends=dict(backends),
+    return PilotLauncher(url=url or server_url(runtime), backends=dict(backends),
                          pilot_options=tuple(pilot_options))
 
 
@@ -124,6 +132,7 @@ def pilot_view(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "PilotID": row["pilot_id"],
         "Queue": f"{row['site']}/{row['ce']}/{row['queue']}",
+        "VO": row["vo"] or "",
         "Backend": row["backend"],
         "BackendRef": row["backend_ref"],
         "State": row["state"],
@@ -160,18 +169,30 @@ def refresh_pilots(runtime: Runtime, launcher: PilotLauncher, now: datetime) -> 
             if state is not None and state != pilot["state"]:
                 states[pilot["pilot_id"]] = state
     ids = [p["pilot_id"] for p in active]
+    lifetime = default_lifetime(runtime.config.settings, "pilot")
 
     def store(conn) -> dict[str, int]:
         counts = pilots_db.jobs_run(conn, ids)
         changed: dict[str, int] = {}
+        ended: list[str] = []
+        waiting: list[str] = []
         for pilot in active:
             pid = pilot["pilot_id"]
             state = states.get(pid, pilot["state"])
             jobs_run = counts.get(pid, 0)
+            if state == pilots_db.SUBMITTED:
+                waiting.append(pid)
             if state == pilot["state"] and jobs_run == pilot["jobs_run"]:
                 continue
             if pilots_db.set_state(conn, pid, state, now, jobs_run=jobs_run) and state != pilot["state"]:
                 changed[state] = changed.get(state, 0) + 1
+                if state in pilots_db.FINAL_STATES:
+                    ended.append(pid)
+        # A pilot waiting in its batch system cannot renew its own token yet:
+        # the director does, so that it starts with a live one. An ended
+        # pilot's token is of no more use to anyone.
+        tokens_db.extend_pilot_tokens(conn, waiting, now + lifetime)
+        tokens_db.revoke_pilot_tokens(conn, ended, now)
         return changed
 
     return run_in_transaction(runtime.engine, store)
@@ -194,6 +215,7 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
     queues counts a quarter on each, rounded up per queue). DIRAC counts
     every job on every eligible queue, so a job runnable in ten places
     draws ten pilots; sharing keeps the pilots in proportion to the work.
+    ``by_vo`` splits ``waiting`` by the jobs' VO (a pilot runs one VO's jobs).
     """
     resources = runtime.resources_for(None)
     refs = list(queues) if queues is not None else resources.queues()
@@ -214,12 +236,16 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
                 entry["eligible"] += count
                 eligible_on.setdefault(tq_id, []).append(ref.name)
     shares: dict[str, float] = {}
-    for tq_id, _, _, count in waiting:
+    vo_shares: dict[str, dict[str, float]] = {}
+    for tq_id, _, vo, count in waiting:
         places = eligible_on.get(tq_id, [])
         for name in places:
             shares[name] = shares.get(name, 0.0) + count / len(places)
+            per_vo = vo_shares.setdefault(name, {})
+            per_vo[vo] = per_vo.get(vo, 0.0) + count / len(places)
     for name, entry in out.items():
         entry["waiting"] = math.ceil(shares.get(name, 0.0) - 1e-9)
+        entry["by_vo"] = {vo: math.ceil(share - 1e-9) for vo, share in sorted(vo_shares.get(name, {}).items())}
     return out
 
 
@@ -244,14 +270,28 @@ class QueueLimits:
             slots_per_pilot=max(1, int(per_pilot)) if per_pilot is not None else 1,
         )
 
+    def room(self, waiting_pilots: int, running_pilots: int) -> int:
+        """How many more pilots MaxWaitingPilots, MaxTotalPilots and the queue's slots allow."""
+        room = [self.max_waiting - waiting_pilots, self.max_total - waiting_pilots - running_pilots]
+        if self.slots is not None:
+            room.append(self.slots // self.slots_per_pilot - waiting_pilots - running_pilots)
+        return max(0, min(room))
+
     def pilots_to_submit(self, waiting_jobs: int, waiting_pilots: int, running_pilots: int) -> int:
         """DIRAC's rule: enough pilots for the waiting jobs, less those already
         waiting, within MaxWaitingPilots, MaxTotalPilots and the queue's slots."""
         needed = math.ceil(waiting_jobs / self.slots_per_pilot) - waiting_pilots
-        room = [self.max_waiting - waiting_pilots, self.max_total - waiting_pilots - running_pilots]
-        if self.slots is not None:
-            room.append(self.slots // self.slots_per_pilot - waiting_pilots - running_pilots)
-        return max(0, min(needed, *room))
+        return max(0, min(needed, self.room(waiting_pilots, running_pilots)))
+
+
+def pilots_for_vo(queue: QueueLimits, vo: QueueLimits, waiting_jobs: int, queue_counts: Mapping[str, int],
+                  vo_counts: Mapping[str, int]) -> int:
+    """New pilots for one VO's ``waiting_jobs`` on a queue: DIRAC's rule on
+    the VO's own pilots within the VO's limits (the queue's VO block, else
+    the queue's), and never beyond the room the queue's limits leave for
+    all its pilots."""
+    for_vo = vo.pilots_to_submit(waiting_jobs, vo_counts[pilots_db.SUBMITTED], vo_counts[pilots_db.RUNNING])
+    return min(for_vo, queue.room(queue_counts[pilots_db.SUBMITTED], queue_counts[pilots_db.RUNNING]))
 
 
 # ---------------------------------------------------------------- 3. reserve
@@ -259,23 +299,39 @@ def new_pilot_id(ref: QueueRef) -> str:
     return f"{ref.site}.{ref.queue}-{secrets.token_hex(6)}".replace("/", "_").replace(":", "_")
 
 
-def reserve_pilots(
-    runtime: Runtime, ref: QueueRef, backend: str, waiting_jobs: int, limits: QueueLimits, now: datetime
-) -> tuple[list[str], dict[str, int]]:
-    """Under the queue's lock: count its pilots, record as many new Submitted
-    pilots as the limits allow. Returns their ids and the counts seen."""
+@dataclass(frozen=True)
+class Reserved:
+    """Pilots recorded for one queue and VO, each with its own token."""
 
-    def work(conn) -> tuple[list[str], dict[str, int]]:
+    pilot_ids: list[str]
+    tokens: dict[str, str]
+    counts: dict[str, int]        # the queue's pilots by state, before these
+    vo_counts: dict[str, int]     # the VO's pilots there by state, before these
+
+
+def reserve_pilots(
+    runtime: Runtime, ref: QueueRef, backend: str, vo: str, waiting_jobs: int, limits: QueueLimits,
+    vo_limits: QueueLimits, now: datetime,
+) -> Reserved:
+    """Under the queue's lock: count its pilots and the VO's, record as many
+    new Submitted pilots of ``vo`` as the limits allow (:func:`pilots_for_vo`)
+    and issue each a token of ``vo`` bound to it, living pilot_token_lifetime."""
+    lifetime = default_lifetime(runtime.config.settings, "pilot")
+
+    def work(conn) -> Reserved:
         pilots_db.lock_queue(conn, ref.site, ref.ce, ref.queue, now)
         counts = pilots_db.count_by_state(conn, ref.site, ref.ce, ref.queue)
-        n = limits.pilots_to_submit(waiting_jobs, counts[pilots_db.SUBMITTED], counts[pilots_db.RUNNING])
+        vo_counts = pilots_db.count_by_state(conn, ref.site, ref.ce, ref.queue, vo=vo)
+        n = pilots_for_vo(limits, vo_limits, waiting_jobs, counts, vo_counts)
         ids = [new_pilot_id(ref) for _ in range(n)]
         pilots_db.add_pilots(conn, [
             {"pilot_id": pid, "site": ref.site, "ce": ref.ce, "queue": ref.queue, "backend": backend,
-             "state": pilots_db.SUBMITTED, "submitted": now}
+             "state": pilots_db.SUBMITTED, "submitted": now, "vo": vo}
             for pid in ids
         ])
-        return ids, counts
+        tokens = {pid: store_token(conn, pilot_identity(vo, pid), now, lifetime=lifetime,
+                                   description=f"SiteDirector pilot {pid}") for pid in ids}
+        return Reserved(ids, tokens, counts, vo_counts)
 
     return run_in_transaction(runtime.engine, work)
 
@@ -311,21 +367,27 @@ def backend_options(backend: Any, params: ParameterMap) -> dict[str, Any]:
 
 
 def launch_pilots(runtime: Runtime, launcher: PilotLauncher, ref: QueueRef, backend_name: str,
-                  pilot_ids: Sequence[str], argv: Sequence[str], now: datetime,
+                  reserved: Reserved, argv: Sequence[str], now: datetime,
                   options: Mapping[str, Any] | None = None) -> list[str]:
-    """Start the reserved pilots; store their references. A backend that
-    fails marks them Aborted (and the error propagates). ``options``: the
-    queue's backend parameters (:func:`backend_options`)."""
+    """Start the reserved pilots, each with its token; store their
+    references. A backend that fails marks them Aborted and revokes their
+    tokens (and the error propagates). ``options``: the queue's backend
+    parameters (:func:`backend_options`)."""
+    pilot_ids = reserved.pilot_ids
     if not pilot_ids:
         return []
     backend = launcher.backend(backend_name)
-    args = PilotArgs(url=launcher.url, token=launcher.token, pilot_ids=tuple(pilot_ids), argv=tuple(argv),
+    args = PilotArgs(url=launcher.url, tokens=dict(reserved.tokens), pilot_ids=tuple(pilot_ids), argv=tuple(argv),
                      options=dict(options or {}))
     try:
         refs = backend.submit_pilots(ref, len(pilot_ids), args)
     except Exception:
-        run_in_transaction(runtime.engine, lambda conn: [
-            pilots_db.set_state(conn, pid, pilots_db.ABORTED, now) for pid in pilot_ids])
+        def abort(conn) -> None:
+            for pid in pilot_ids:
+                pilots_db.set_state(conn, pid, pilots_db.ABORTED, now)
+            tokens_db.revoke_pilot_tokens(conn, pilot_ids, now)
+
+        run_in_transaction(runtime.engine, abort)
         raise
 
     def store(conn) -> None:
@@ -337,11 +399,16 @@ def launch_pilots(runtime: Runtime, launcher: PilotLauncher, ref: QueueRef, back
 
 
 def kill_pilot(runtime: Runtime, launcher: PilotLauncher, pilot_id: str, now: datetime) -> bool:
-    """Stop an active pilot through its backend and mark it Aborted; False if it was not active."""
+    """Stop an active pilot through its backend, mark it Aborted and revoke its token; False if it was not active."""
     with reading(runtime.engine) as conn:
         pilot = pilots_db.get_pilot(conn, pilot_id)
     if pilot is None or pilot["state"] not in pilots_db.ACTIVE_STATES:
         return False
     if pilot["backend_ref"]:
         launcher.backend(pilot["backend"]).kill(pilot["backend_ref"])
-    return run_in_transaction(runtime.engine, lambda conn: pilots_db.set_state(conn, pilot_id, pilots_db.ABORTED, now))
+
+    def abort(conn) -> bool:
+        tokens_db.revoke_pilot_tokens(conn, [pilot_id], now)
+        return pilots_db.set_state(conn, pilot_id, pilots_db.ABORTED, now)
+
+    return run_in_transaction(runtime.engine, abort)

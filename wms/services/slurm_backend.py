@@ -1,8 +1,9 @@
 """The ``slurm`` computing-element backend: each pilot is a Slurm batch job.
 
 Submission: one ``sbatch`` per pilot, the batch script (wms/services/slurm_jobs.py)
-on its stdin, carrying the pilot as a zipapp. The token is put in sbatch's
-environment as WMS_TOKEN and exported to the job alone (``--export=WMS_TOKEN``):
+on its stdin, carrying the pilot as a zipapp. The pilot's own token is put
+in sbatch's environment as WMS_PILOT_TOKEN and exported to the job alone
+(``--export=WMS_PILOT_TOKEN``):
 it is on no command line and in no file the node's users can read; Slurm
 keeps the job's environment in its controller's state directory, which is
 only the SlurmUser's.
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from wms.core.errors import InvalidInput
 from wms.core.resources import QueueRef
-from wms.services.computing_elements import PilotArgs, check_count
+from wms.services.computing_elements import PILOT_TOKEN_ENV, PilotArgs, check_count
 from wms.services.pilot_bundle import pilot_zipapp
 from wms.services.slurm_jobs import (
     PILOT_OPTIONS,
@@ -66,6 +67,7 @@ class SlurmBackend:
     def _env(self, conf: str, **extra: str) -> dict[str, str]:
         env = dict(self.env if self.env is not None else os.environ)
         env.pop("WMS_TOKEN", None)
+        env.pop(PILOT_TOKEN_ENV, None)
         if conf:
             env["SLURM_CONF"] = conf
         env.update(extra)
@@ -84,9 +86,9 @@ class SlurmBackend:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         conf = str(pilot_args.options.get("SlurmConf") or "")
         extra = _split(pilot_args.options.get("SlurmOptions"))
-        env = self._env(conf, WMS_TOKEN=pilot_args.token)
         refs = []
         for pilot_id in pilot_args.pilot_ids:
+            env = self._env(conf, **{PILOT_TOKEN_ENV: pilot_args.token_for(pilot_id)})
             exit_file(self.log_dir, pilot_id).unlink(missing_ok=True)
             argv = ["--url", pilot_args.url, "--pilot-id", pilot_id, *PILOT_OPTIONS, *pilot_args.argv]
             script = batch_script(pilot_zipapp(), argv, exit_file(self.log_dir, pilot_id))

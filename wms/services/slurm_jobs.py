@@ -9,7 +9,8 @@ this package. It unpacks the pilot into a private temporary directory,
 runs it with ``--on-sigterm leave`` (a cancelled or preempted pilot leaves
 its jobs for the server to run again), and writes the pilot's exit status
 to ``<pilot_id>.exit`` beside its log, atomically. The script holds no
-secret: the token travels in the job's environment (``--export=WMS_TOKEN``).
+secret: the pilot's token travels in the job's environment
+(``--export=WMS_PILOT_TOKEN``).
 """
 
 from __future__ import annotations
@@ -95,12 +96,12 @@ def batch_script(zipapp: bytes, pilot_argv: Sequence[str], exit_path: Path) -> s
 def sbatch_argv(pilot_id: str, log_dir: Path, partition: str | None, extra: Sequence[str]) -> list[str]:
     """sbatch with the backend's own options first, then the queue's.
 
-    ``--export=WMS_TOKEN``: only the token goes from the SiteDirector's
+    ``--export=WMS_PILOT_TOKEN``: only the token goes from the SiteDirector's
     environment (which may hold database passwords) to the job; Slurm adds
     its SLURM_* variables and the pilot account's login environment.
     """
     argv = ["sbatch", "--parsable", f"--job-name=wms-{pilot_id}",
-            f"--output={log_file(log_dir, pilot_id)}", f"--chdir={log_dir}", "--export=WMS_TOKEN"]
+            f"--output={log_file(log_dir, pilot_id)}", f"--chdir={log_dir}", "--export=WMS_PILOT_TOKEN"]
     if partition:
         argv.append(f"--partition={partition}")
     return [*argv, *extra]

@@ -10,9 +10,9 @@ mode and refuses a host whose key it does not know.
 
 One ssh call starts all the pilots of a submission; one per node and
 cycle asks for all its pilots' states and brings back the logs of those
-that ended into ``log_dir`` (so `wms pilots --output` shows them). The
-token goes in the script on ssh's stdin and reaches the pilot in its
-environment only (scripts: wms/services/ssh_jobs.py).
+that ended into ``log_dir`` (so `wms pilots --output` shows them). Each
+pilot's token goes in the script on ssh's stdin and reaches that pilot in
+its environment only (scripts: wms/services/ssh_jobs.py).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class SshBackend:
     def _ssh(self, target: SshTarget, script: str) -> subprocess.CompletedProcess:
         env = dict(self.env if self.env is not None else os.environ)
         env.pop("WMS_TOKEN", None)
+        env.pop("WMS_PILOT_TOKEN", None)
         try:
             return subprocess.run(target.ssh_argv(), input=script, env=env, capture_output=True, text=True,
                                   timeout=COMMAND_TIMEOUT)
@@ -77,9 +78,9 @@ class SshBackend:
     def submit_pilots(self, queue_ref: QueueRef, count: int, pilot_args: PilotArgs) -> list[str]:
         check_count(count, pilot_args)
         target = target_of(pilot_args.options)
-        pilots = [(pid, ["--url", pilot_args.url, "--pilot-id", pid, *pilot_args.argv])
+        pilots = [(pid, ["--url", pilot_args.url, "--pilot-id", pid, *pilot_args.argv], pilot_args.token_for(pid))
                   for pid in pilot_args.pilot_ids]
-        answer = self._ssh(target, submit_script(target, pilot_zipapp(), pilot_args.token, pilots))
+        answer = self._ssh(target, submit_script(target, pilot_zipapp(), pilots))
         started = parse_started(answer.stdout)
         if answer.returncode != 0 or len(started) != count:
             raise SshError(f"ssh to {target.host} ({answer.returncode}) started {len(started)} of {count} pilots: "

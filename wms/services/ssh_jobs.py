@@ -81,9 +81,10 @@ def _directory(target: SshTarget) -> str:
     return quoted if target.directory.startswith("/") else f'"$HOME"/{quoted}'
 
 
-def submit_script(target: SshTarget, zipapp: bytes, token: str, pilots: Sequence[tuple[str, Sequence[str]]]) -> str:
-    """Start each (pilot id, pilot argv) in its own session, detached from
-    ssh; the n-th prints ``started <n> <pid>`` (numbers, whatever the ids hold)."""
+def submit_script(target: SshTarget, zipapp: bytes, pilots: Sequence[tuple[str, Sequence[str], str]]) -> str:
+    """Start each (pilot id, pilot argv, token) in its own session, detached
+    from ssh, its token in its environment alone (WMS_PILOT_TOKEN); the
+    n-th prints ``started <n> <pid>`` (numbers, whatever the ids hold)."""
     name = f"pilot-{hashlib.sha256(zipapp).hexdigest()[:16]}.pyz"
     payload = "\n".join(textwrap.wrap(base64.b64encode(zipapp).decode("ascii"), 76))
     lines = [
@@ -97,15 +98,15 @@ def submit_script(target: SshTarget, zipapp: bytes, token: str, pilots: Sequence
         _END,
         f'mv "$dir/{name}.$$" "$dir/{name}"',
         "fi",
-        f"WMS_TOKEN={shlex.quote(token)}",
-        "export WMS_TOKEN",
+        "unset WMS_TOKEN",
     ]
     wrapper = shlex.quote(EXIT_WRAPPER)
-    for number, (pilot_id, argv) in enumerate(pilots):
+    for number, (pilot_id, argv, token) in enumerate(pilots):
         files = f'"$dir"/{shlex.quote(pilot_id)}'
         lines += [
             f"rm -f {files}.exit",
-            f"setsid /bin/sh -c {wrapper} {files}.exit python3 \"$dir/{name}\" {shlex.join(argv)}"
+            f"WMS_PILOT_TOKEN={shlex.quote(token)} setsid /bin/sh -c {wrapper} {files}.exit"
+            f" python3 \"$dir/{name}\" {shlex.join(argv)}"
             f" > {files}.log 2>&1 < /dev/null &",
             f"echo started {number} $!",
         ]

@@ -29,6 +29,8 @@ class PilotRequest:
     platform: str | None = None
     cpu_time_left: float | None = None
     tags: tuple[str, ...] = ()
+    # Only jobs of this VO (a VO's pilot); None: any VO.
+    vo: str | None = None
 
     @property
     def ref(self) -> QueueRef:
