@@ -44,7 +44,7 @@ def require(*roles: str) -> Callable[..., Identity]:
     """A dependency admitting callers whose token has one of ``roles``."""
 
     def check(request: Request, runtime: RuntimeDep, now: NowDep) -> Identity:
-        identity = authenticate(runtime.engine, _bearer(request), now)
+        identity = authenticate(runtime.engine, _bearer(request), now, runtime.caches.verified_tokens)
         if identity.role not in roles:
             raise Forbidden(f"role {identity.role!r} may not do this (needs {' or '.join(roles)})")
         return identity

@@ -37,7 +37,8 @@ def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilo
         platform=body.platform, cpu_time_left=body.cpu_time_left, tags=tuple(body.tags),
     )
     matcher.validate_request(runtime, request)        # before binding: a refused request binds nothing
-    caller = tokens_service.bind_pilot(runtime.engine, caller, body.pilot_id)
+    caller = tokens_service.bind_pilot(runtime.engine, caller, body.pilot_id,
+                                            runtime.caches.verified_tokens)
     request = dataclasses.replace(request, vo=matching_vo(caller))
     result = matcher.request_job(runtime, request, now)
     if result.job is None:

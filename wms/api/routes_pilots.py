@@ -31,7 +31,8 @@ def renew_token(body: TokenRenewal, runtime: RuntimeDep, now: NowDep, caller: Pi
     """The calling pilot's token lives pilot_token_lifetime from now (never less than before):
     TokenID, PilotID, Expires, ExpiresIn (seconds; null: no end), Lifetime."""
     if body.pilot_id is not None:
-        caller = tokens_service.bind_pilot(runtime.engine, caller, body.pilot_id)
+        caller = tokens_service.bind_pilot(runtime.engine, caller, body.pilot_id,
+                                            runtime.caches.verified_tokens)
     lifetime = tokens_service.default_lifetime(runtime.config.settings, PILOT)
     return tokens_service.renew_pilot_token(runtime.engine, caller, now, lifetime)
 

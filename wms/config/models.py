@@ -234,6 +234,10 @@ class Settings(_Model):
     # runs (docs/security.md, "Pilots and tokens").
     token_lifetime: Seconds = 30 * 86400
     pilot_token_lifetime: Seconds = 4 * 3600
+    # Seconds a server process trusts a token it verified without reading it
+    # again: a revocation made through another process takes effect within
+    # this time (at once in the process that made it); 0 reads every time.
+    token_cache_seconds: NonNegativeFloat = 10
     # Addresses whose X-Forwarded-For / X-Forwarded-Proto headers the server
     # believes (the TLS reverse proxy in front of it): uvicorn's
     # forwarded_allow_ips, comma-separated, "*" for any (docs/deployment.md).

@@ -96,6 +96,42 @@ class Waiting:
         self._generation = WaitingGeneration(time.monotonic())
 
 
+class VerifiedTokens:
+    """Token rows read from the database, by digest, reused for ``ttl``
+    seconds so that a request needs no round trip to authenticate.
+
+    Only rows of valid tokens are kept, and a kept row that no longer
+    looks valid (its end has passed) is read again rather than trusted, so
+    a renewed token is never refused for its old end. What the cache can
+    delay is a revocation made in another process: at most ``ttl`` seconds
+    (docs/security.md). ``ttl`` 0 turns it off.
+    """
+
+    # Entries kept before the whole cache is dropped: one per live token,
+    # so a bound that only a flood of distinct tokens reaches.
+    LIMIT = 100_000
+
+    def __init__(self, ttl: float = 0.0) -> None:
+        self.ttl = ttl
+        self._rows: dict[str, tuple[float, Any]] = {}
+
+    def get(self, digest: str) -> Any | None:
+        held = self._rows.get(digest)
+        if held is None or time.monotonic() - held[0] > self.ttl:
+            return None
+        return held[1]
+
+    def put(self, digest: str, row: Any) -> None:
+        if self.ttl <= 0:
+            return
+        if len(self._rows) >= self.LIMIT:
+            self._rows = {}
+        self._rows[digest] = (time.monotonic(), row)
+
+    def forget(self, digest: str) -> None:
+        self._rows.pop(digest, None)
+
+
 @dataclass
 class StoredVersion:
     """The version of a stored cluster object this process uses, and when it last looked."""
@@ -123,6 +159,8 @@ class Caches:
     stored: dict[str, StoredVersion] = field(default_factory=dict)
     # the rule sets in use: {"version", "sets", "compiled_for", ...}, replaced whole
     quota_state: dict[str, Any] | None = None
+    # authenticated tokens (its ttl set from wms.yaml token_cache_seconds by the runtime)
+    verified_tokens: VerifiedTokens = field(default_factory=VerifiedTokens)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def stored_version(self, kind: str) -> StoredVersion:

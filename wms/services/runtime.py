@@ -41,6 +41,7 @@ class Runtime:
         runtime = cls(config=config, engine=None, chain=chain)
         check_complex_values(config, runtime.complexes)
         runtime.engine = engine if engine is not None else make_engine(config.settings.database_url)
+        runtime.caches.verified_tokens.ttl = float(config.settings.token_cache_seconds)
         return runtime
 
     def resources_for(self, vo: str | None) -> Resources:

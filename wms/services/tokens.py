@@ -33,6 +33,7 @@ from wms.db.engine import reading
 from wms.db import pilots as pilots_db
 from wms.db import tokens as tokens_db
 from wms.services.access import PILOT, ROLES, may_act_for_pilot
+from wms.services.caches import VerifiedTokens
 from wms.services.retry import run_in_transaction
 
 PREFIX = "wms_"
@@ -121,12 +122,21 @@ def identity_of(row: Mapping[str, Any]) -> Identity:
                     pilot_id=row["pilot_id"], token_hash=row["token_hash"])
 
 
-def authenticate(engine: Engine, token: str, now: datetime) -> Identity:
-    """The identity behind a bearer token, or Unauthorized saying why not."""
+def authenticate(engine: Engine, token: str, now: datetime, cache: VerifiedTokens | None = None) -> Identity:
+    """The identity behind a bearer token, or Unauthorized saying why not.
+
+    With ``cache``, a token verified within its ttl needs no database read;
+    one that no longer looks valid there is read again before it is refused.
+    """
     if not token:
         raise Unauthorized("no bearer token given")
-    with reading(engine) as conn:
-        row = tokens_db.get_token(conn, token_hash(token))
+    digest = token_hash(token)
+    row = cache.get(digest) if cache is not None else None
+    if row is None or refusal(row, now) is not None:
+        with reading(engine) as conn:
+            row = tokens_db.get_token(conn, digest)
+        if row is not None and cache is not None and refusal(row, now) is None:
+            cache.put(digest, row)
     if row is None:
         raise Unauthorized("invalid token (unknown to this server)")
     why = refusal(row, now)
@@ -158,8 +168,11 @@ def list_tokens(engine: Engine, now: datetime) -> list[dict[str, Any]]:
     return [token_view(row, now) for row in rows]
 
 
-def revoke_token(engine: Engine, wanted: str, now: datetime) -> dict[str, Any]:
-    """Revoke the token whose id (or a longer prefix of its digest) is ``wanted``; its view."""
+def revoke_token(engine: Engine, wanted: str, now: datetime, cache: VerifiedTokens | None = None) -> dict[str, Any]:
+    """Revoke the token whose id (or a longer prefix of its digest) is ``wanted``; its view.
+
+    ``cache``: this process's verified tokens, which forget it at once;
+    other server processes refuse it within their token_cache_seconds."""
     prefix = wanted.strip().lower()
     if not _TOKEN_ID.match(prefix):
         raise InvalidInput(f"not a token id: {wanted!r} (the ID column of `wms admin token list`)")
@@ -173,13 +186,15 @@ def revoke_token(engine: Engine, wanted: str, now: datetime) -> dict[str, Any]:
         [row] = rows
         if not tokens_db.revoke(conn, row["token_hash"], now):
             raise InvalidInput(f"token {token_id(row['token_hash'])} was already revoked at {_time(row['revoked'])}")
+        if cache is not None:
+            cache.forget(row["token_hash"])
         return token_view({**row, "revoked": now}, now)
 
     return run_in_transaction(engine, work)
 
 
 # ---------------------------------------------------------------- pilots
-def bind_pilot(engine: Engine, identity: Identity, pilot_id: str) -> Identity:
+def bind_pilot(engine: Engine, identity: Identity, pilot_id: str, cache: VerifiedTokens | None = None) -> Identity:
     """The caller as the pilot ``pilot_id``: a pilot token must speak for it.
 
     Operators and managers may speak for any pilot. A pilot token not yet
@@ -210,6 +225,8 @@ def bind_pilot(engine: Engine, identity: Identity, pilot_id: str) -> Identity:
         return pilot_id
 
     bound = run_in_transaction(engine, work)
+    if cache is not None:
+        cache.forget(identity.token_hash)     # the next request reads the bound row
     identity = Identity(user=identity.user, group=identity.group, vo=identity.vo, role=identity.role,
                         pilot_id=bound, token_hash=identity.token_hash)
     check_pilot(identity, pilot_id)
