@@ -87,13 +87,14 @@ def raise_open_files_limit() -> None:
 class Server:
     """A `wms server` process on ``url`` with ``config``, stopped on exit."""
 
-    def __init__(self, database_url: str, config: Path, log: Path) -> None:
+    def __init__(self, database_url: str, config: Path, log: Path, workers: int = 1) -> None:
         self.port = free_port()
         env = {**os.environ, "WMS_DATABASE_URL": database_url, "WMS_CONFIG": str(config), "HOME": str(log.parent)}
         self.log = log
         with log.open("wb") as out:
             self.process = subprocess.Popen([sys.executable, "-m", "wms.cli.main", "server", "--bind",
-                                             f"127.0.0.1:{self.port}"], env=env, stdout=out, stderr=out)
+                                             f"127.0.0.1:{self.port}", "--workers", str(workers)],
+                                            env=env, stdout=out, stderr=out)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
@@ -112,9 +113,19 @@ class Server:
         raise RuntimeError(f"wms server not ready within {timeout:.0f} s: {self.log.read_text()[-2000:]}")
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time of the server process so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User + system CPU time so far of the server process and its workers (alive ones)."""
+        ticks = 0
+        parents = {self.process.pid}
+        for stat in sorted(Path("/proc").glob("[0-9]*/stat"), key=lambda p: int(p.parent.name)):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            pid, ppid = int(stat.parent.name), int(fields[1])
+            if pid in parents or ppid in parents:
+                parents.add(pid)
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self.process.terminate()
@@ -224,7 +235,7 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     reference = pilots(url, args.threads, args.seconds, args.seed, time.time())
     in_process = len(reference["matched"]) / args.seconds
     tokens = pilot_tokens(engine, max(args.pilots))
-    server = Server(url, bench_config_dir(tmp), tmp / "server.log")
+    server = Server(url, bench_config_dir(tmp), tmp / "server.log", workers=args.workers)
     rows = []
     handed: list[int] = [*reference["matched"]]
     try:
@@ -288,7 +299,8 @@ def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "matches_per_second", "p50_ms", "p99_ms", "server_cpu_ms_per_match", "in_process_ratio")},
             "errors": sum(row["errors"] for row in per_run),
             "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None)})
-    return {"benchmark": "http", "database": args.database, "jobs": args.jobs, "task_queues": args.task_queues,
+    return {"benchmark": "http", "database": args.database, "workers": args.workers, "jobs": args.jobs,
+            "task_queues": args.task_queues,
             "seconds": args.seconds, "runs": len(runs),
             "in_process_matches_per_second": median(r["in_process_matches_per_second"] for r in runs),
             "duplicates": sum(r["duplicates"] for r in runs), "rows": rows, "raw": runs}
@@ -298,7 +310,7 @@ def print_table(summary: dict[str, Any]) -> None:
     def shown(value, fmt="{:.1f}"):
         return "-" if value is None else fmt.format(value)
 
-    print(f"http on {summary['database']}: {summary['jobs']} jobs, {summary['task_queues']} task queues, "
+    print(f"http on {summary['database']}, {summary['workers']} server worker(s): {summary['jobs']} jobs, {summary['task_queues']} task queues, "
           f"{summary['seconds']:.0f} s per step, median of {summary['runs']} run(s); in-process "
           f"{summary['in_process_matches_per_second']:.0f} matches/s; duplicates {summary['duplicates']}")
     header = ("pilots", "matches/s", "of in-process", "p50 ms", "p99 ms", "errors", "server CPU ms/match")

@@ -12,7 +12,7 @@ from tests.helpers import REPO
 def test_bench_http_reports_matches_latency_and_server_cpu(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "wms.cli.main", "bench", "http", "--database", f"sqlite:///{tmp_path / 'b.db'}",
-         "--jobs", "400", "--task-queues", "20", "--pilots", "1,3", "--seconds", "1.5", "--threads", "2", "--json"],
+         "--jobs", "4000", "--task-queues", "20", "--pilots", "1,3", "--seconds", "1.5", "--threads", "2", "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=300, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert run.returncode == 0, run.stderr[-3000:]

@@ -369,7 +369,7 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
 def cmd_server(args: argparse.Namespace) -> int:
     from wms.server import serve
 
-    return serve(args.config_dir, args.bind, embedded=False)
+    return serve(args.config_dir, args.bind, embedded=False, workers=args.workers)
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
@@ -382,6 +382,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     from wms.server import serve
 
     return serve(args.config_dir, args.bind, embedded=True)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, got {text!r}")
+    return int(text)
 
 
 def _counts(text: str) -> list[int]:
@@ -426,6 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     server_options(p)
     p = command("server", cmd_server, "run the HTTP API (stateless; run several behind a balancer)", json=False)
     server_options(p)
+    p.add_argument("--workers", type=_positive, default=1,
+                   help="worker processes sharing the port (default 1; about one per core: docs/deployment.md)")
     p = command("agents", cmd_agents, "run the periodic agents in this process (pool refresh and clean-up, leases)",
                 json=False)
     server_options(p)
@@ -548,6 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--pilots", type=_counts, default=[1, 4, 32, 256, 1000],
                    help="numbers of concurrent pilots, one step each (default 1,4,32,256,1000)")
     b.add_argument("--threads", type=int, default=4, help="threads of the in-process reference run")
+    b.add_argument("--workers", type=_positive, default=1, help="wms server --workers")
     b.add_argument("--seconds", type=float, default=10, help="seconds per step")
     b.add_argument("--runs", type=int, default=1, help="runs; medians are reported")
     b.add_argument("--seed", type=int, default=1)

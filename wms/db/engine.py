@@ -27,9 +27,13 @@ from sqlalchemy.exc import DBAPIError
 
 # How long a SQLite connection waits for the writer lock before failing.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# Connections kept per process for the server databases.
+# Connections kept per process for the server databases. The API runs its
+# endpoints on at most 40 threads (anyio's default), so 10 + 30 lets every
+# one of them hold a connection: under a burst a request waits for a thread,
+# never for a connection, which timed out after 30 s and answered 500 when
+# the pool was smaller than the thread pool (256 pilots at once, measured).
 POOL_SIZE = 10
-MAX_OVERFLOW = 20
+MAX_OVERFLOW = 30
 # MariaDB closes idle connections after wait_timeout (8 h by default).
 POOL_RECYCLE_S = 3600
 # MariaDB session limit on one GROUP_CONCAT result (bytes).

@@ -1,0 +1,80 @@
+"""`wms server --workers N`: several processes share the port, each with its own runtime."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.helpers import CONFIG_DIR, REPO
+from tests.servers import free_port
+from wms.server import _no_delay_on_shared_sockets
+
+
+def test_connections_accepted_on_a_shared_socket_have_nagle_off():
+    """uvicorn's shared socket has protocol 0; asyncio would leave Nagle on for its connections."""
+    import asyncio.base_events as base_events
+
+    original = base_events._set_nodelay
+    try:
+        _no_delay_on_shared_sockets()
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)       # protocol 0, as uvicorn makes it
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        client = socket.create_connection(listener.getsockname())
+        accepted, _ = listener.accept()
+        assert accepted.proto == 0
+        base_events._set_nodelay(accepted)
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        for sock in (client, accepted, listener):
+            sock.close()
+    finally:
+        base_events._set_nodelay = original
+
+
+def test_two_workers_serve_the_api(tmp_path):
+    env = {**os.environ, "HOME": str(tmp_path), "WMS_CONFIG": str(CONFIG_DIR),
+           "WMS_DATABASE_URL": f"sqlite:///{tmp_path / 'w.db'}"}
+    wms = [sys.executable, "-m", "wms.cli.main"]
+    subprocess.run([*wms, "db", "upgrade"], env=env, cwd=REPO, check=True, capture_output=True)
+    port = free_port()
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen([*wms, "server", "--bind", f"127.0.0.1:{port}", "--workers", "2"], env=env,
+                                  cwd=REPO, stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)
+        workers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == server.pid]
+        assert len(workers) >= 2, log.read_text()[-3000:]
+        assert "with 2 worker processes" in log.read_text()
+        answer = httpx.get(f"http://127.0.0.1:{port}/api/v1/jobs", timeout=10)
+        assert answer.status_code == 401                        # each worker checks tokens against the database
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def test_workers_must_be_a_positive_number():
+    run = subprocess.run([sys.executable, "-m", "wms.cli.main", "server", "--workers", "0"], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "a whole number of at least 1, got '0'" in run.stderr
+
+
+def _parent(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
