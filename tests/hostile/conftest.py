@@ -51,8 +51,10 @@ def hostile(request, tmp_path_factory, database_factory) -> Iterator[Hostile]:
     tmp = tmp_path_factory.mktemp(f"hostile-{backend}")
     config = tmp / "config-src"
     shutil.copytree(CONFIG_DIR, config)
-    with (config / "wms.yaml").open("a") as f:
-        f.write(f"\nlimits:\n  jdl_bytes: {JDL_BYTES}\n")
+    wms_yaml = config / "wms.yaml"
+    text = wms_yaml.read_text()
+    assert "  jdl_bytes: 262144" in text
+    wms_yaml.write_text(text.replace("  jdl_bytes: 262144", f"  jdl_bytes: {JDL_BYTES}"))
     url = database_factory(backend)
     with running_server(tmp / "server", config_dir=config, tokens=USERS, database_url=url) as server:
         engine = make_engine(url)

@@ -128,6 +128,10 @@ CASES = [
     Case("jdl-priority-huge", "roland", "POST", "/jobs", submit(jdl(f"  Priority = {HUGE};"))),
     Case("jdl-cputime-huge", "roland", "POST", "/jobs", submit(jdl(f"  CPUTime = {HUGE};"))),
     Case("jdl-processors-huge", "roland", "POST", "/jobs", submit(jdl(f"  NumberOfProcessors = {HUGE};"))),
+    Case("qrdel-pattern-nested", "roland", "POST", "/reservations/delete", {"selectors": ["(" * 5000 + "a"]},
+         expect=(400, 404)),
+    Case("rqs-filter-pattern-nested", "admin", "POST", "/rqs",
+         {"text": "{\n name q3\n limit users " + "!" * 5000 + "a to slots=1\n}\n"}, says="nested too deep"),
     Case("qrdel-huge-id", "roland", "POST", "/reservations/delete", {"selectors": [str(HUGE)]}, expect=(400, 404)),
     Case("qrstat-huge-id", "roland", "GET", f"/reservations?ar={HUGE}", expect=(400, 404)),
     # sizes, and the token before the body

@@ -12,6 +12,7 @@ from typing import Callable
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
 
 from wms import __version__
 from wms.api import (
@@ -19,7 +20,8 @@ from wms.api import (
 )
 from wms.api.deps import public
 from wms.api.guard import InputGuard, error_response
-from wms.core.errors import WmsError
+from wms.core.errors import Unavailable, WmsError
+from wms.db.engine import is_statement_timeout
 from wms.services.runtime import Runtime
 
 API_PREFIX = "/api/v1"
@@ -35,6 +37,14 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     @app.exception_handler(WmsError)
     def wms_error(request: Request, exc: WmsError) -> JSONResponse:
         return error_response(exc)
+
+    @app.exception_handler(OperationalError)
+    def database_error(request: Request, exc: OperationalError) -> JSONResponse:
+        if not is_statement_timeout(exc):
+            raise exc  # the guard logs it and answers 500 with a request id
+        timeout = runtime.config.settings.limits.statement_timeout
+        return error_response(Unavailable(f"the database took longer than {timeout:g} s "
+                                          "(limits.statement_timeout); nothing was changed"))
 
     @app.exception_handler(RequestValidationError)
     def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -31,7 +31,7 @@ def parse_requests(text: str) -> dict[str, str]:
     for item in text.split(","):
         name, sep, value = item.partition("=")
         if not sep or not name.strip() or not value.strip():
-            raise UsageError(f"-l {text}: expected name=value[,name=value...], got {item!r}")
+            raise UsageError(f"-l {text!r}: expected name=value[,name=value...], got {item!r}")
         out[name.strip()] = value.strip()
     return out
 

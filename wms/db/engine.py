@@ -173,6 +173,23 @@ def is_retryable(exc: BaseException) -> bool:
     return bool(args) and isinstance(args[0], int) and args[0] in _MYSQL_RETRYABLE
 
 
+# PostgreSQL query_canceled (statement_timeout); MariaDB max_statement_time
+# exceeded (ER_STATEMENT_TIMEOUT).
+_PG_TIMEOUT = "57014"
+_MYSQL_TIMEOUT = 1969
+
+
+def is_statement_timeout(exc: BaseException) -> bool:
+    """True when ``exc`` is a statement cancelled by the engine's statement_timeout."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    if orig is None:
+        return False
+    if (getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)) == _PG_TIMEOUT:
+        return True
+    args = getattr(orig, "args", ())
+    return bool(args) and args[0] == _MYSQL_TIMEOUT
+
+
 def insert_ignoring_duplicates(
     conn: Connection, table: Table, rows: list[dict[str, Any]], key: list[str]
 ) -> int:
