@@ -13,6 +13,8 @@ large to read.
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -273,3 +275,83 @@ def test_fuzzed_jdl_bodies_never_get_a_server_error(hostile: Hostile, client: ht
     assert response.status_code < 500, (text, response.status_code, response.text[:300])
     detail = response.json().get("detail") if response.status_code >= 400 else None
     assert detail is None or (isinstance(detail, str) and "\n" not in detail), detail
+
+
+# -- fuzzed requests on every route ------------------------------------------------------
+
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False),
+              st.text(max_size=20), st.sampled_from(["1:0:0", "4G", "*", "(", "12141200", "-1", "roland", "slots=1"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+ROUTE_COUNTS: dict[str, int] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def route_report() -> Iterator[None]:
+    """With WMS_FUZZ_REPORT set, the fuzzed requests per route are written there (JSON) at the end."""
+    yield
+    report = os.environ.get("WMS_FUZZ_REPORT")
+    if report:
+        with open(report, "w") as f:
+            json.dump(dict(sorted(ROUTE_COUNTS.items())), f, indent=1)
+
+
+def routes(hostile: Hostile) -> list[tuple[str, str, list[str]]]:
+    """(method, path, body property names) of every route of the running server's OpenAPI."""
+    spec = httpx.get(hostile.server.url + "/openapi.json", timeout=30).json()
+    out = []
+    for path, methods in spec["paths"].items():
+        for method, op in methods.items():
+            ref = (op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+                   .get("$ref", ""))
+            schema = spec.get("components", {}).get("schemas", {}).get(ref.rsplit("/", 1)[-1], {})
+            out.append((method.upper(), path, sorted(schema.get("properties", {}))))
+    return out
+
+
+@settings(max_examples=fuzz_examples(100), suppress_health_check=list(HealthCheck), deadline=None)
+@given(data=st.data())
+def test_fuzzed_requests_on_every_route_never_get_a_server_error(hostile: Hostile, client: httpx.Client,
+                                                                 data: st.DataObject) -> None:
+    method, path, properties = data.draw(st.sampled_from(routes_of(hostile)))
+    if path.endswith("/health"):
+        return
+    params = {name: data.draw(st.one_of(st.integers(-(2**70), 2**70).map(str), st.text(max_size=10)))
+              for name in re.findall(r"\{(\w+)\}", path)}
+    concrete = _fill(path, params)
+    body: Any = None
+    if properties:
+        body = data.draw(st.one_of(
+            st.fixed_dictionaries({}, optional={p: JSON_VALUES for p in properties}),
+            JSON_VALUES,
+        ))
+    role = data.draw(st.sampled_from(["roland", "admin", "pilot", None]))
+    content = json.dumps(body).encode() if body is not None else None
+    response = client.request(method, concrete.removeprefix("/api/v1"), content=content,
+                              headers={**_token(hostile, role), "Content-Type": "application/json"})
+    ROUTE_COUNTS[f"{method} {path}"] = ROUTE_COUNTS.get(f"{method} {path}", 0) + 1
+    assert response.status_code < 500, (method, concrete, body, response.status_code, response.text[:300])
+    if response.status_code >= 400:
+        detail = response.json().get("detail")
+        assert isinstance(detail, str) and "\n" not in detail, detail
+
+
+_ROUTES: dict[str, list] = {}
+
+
+def routes_of(hostile: Hostile) -> list:
+    if hostile.backend not in _ROUTES:
+        _ROUTES[hostile.backend] = routes(hostile)
+    return _ROUTES[hostile.backend]
+
+
+def _fill(path: str, params: dict[str, str]) -> str:
+    """*path* with each ``{name}`` replaced by its value (percent-encoded)."""
+    from urllib.parse import quote
+
+    out = path
+    for name, value in params.items():
+        out = out.replace("{" + name + "}", quote(value, safe="") or "x", 1)
+    return out

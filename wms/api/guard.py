@@ -161,7 +161,7 @@ class InputGuard:
             if not text.isdigit():
                 await error_response(InvalidInput("Content-Length is not a number"))(scope, receive, send)
                 return
-            if int(text) > limit:
+            if len(text) > 18 or int(text) > limit:
                 await error_response(self.too_large(limit))(scope, receive, send)
                 return
         if has_body:
