@@ -131,3 +131,56 @@ def test_a_statement_timeout_is_503_and_other_database_errors_are_500(runtime, t
                                          "nothing was changed"}
     response = client.get("/api/v1/broken")
     assert response.status_code == 500 and "request_id" in response.json()
+
+
+def test_nul_in_the_path_or_the_query_is_refused(client, tokens) -> None:
+    response = client.get("/api/v1/pools/a%00b", headers=auth(tokens))
+    assert (response.status_code, response.json()) == (400, {"detail": "path: NUL character (U+0000) is not allowed"})
+    response = client.get("/api/v1/jobs?owner=%00", headers=auth(tokens))
+    assert (response.status_code, response.json()) == (400, {"detail": "query: NUL character (U+0000) is not allowed"})
+
+
+@pytest.mark.parametrize("length, status, detail", [
+    (b"abc", 400, "Content-Length is not a number"),
+    (b"9" * 5000, 413, "request body too large: more than 8388608 bytes (limits.request_bytes)"),
+])
+def test_a_content_length_that_is_not_a_small_number(runtime, length, status, detail) -> None:
+    """Servers such as uvicorn refuse these themselves; the guard does not rely on it."""
+    import anyio
+    import json
+
+    app = create_app(runtime)
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/api/v1/jobs", "raw_path": b"/api/v1/jobs",
+             "query_string": b"", "headers": [(b"content-length", length)], "http_version": "1.1",
+             "scheme": "http", "server": ("test", 80), "client": ("test", 1), "root_path": "", "app": app}
+    anyio.run(app, scope, receive, send)
+    assert sent[0]["status"] == status
+    assert json.loads(sent[1]["body"]) == {"detail": detail}
+
+
+def test_a_bad_key_is_named_on_one_line(client, tokens) -> None:
+    body = {"jdls": [{"text": '[Executable="x";]'}], "resource_requests": {"a\n\x00": 1, "b": "\x00"}}
+    response = client.post("/api/v1/jobs", json=body, headers=auth(tokens))
+    assert response.status_code == 400
+    assert response.json()["detail"] == "resource_requests: a key:2:1: NUL character (U+0000) is not allowed"
+    body = {"jdls": [{"text": '[Executable="x";]'}], "resource_requests": {"a\nb": "\x00"}}
+    response = client.post("/api/v1/jobs", json=body, headers=auth(tokens))
+    assert response.json()["detail"] == "resource_requests.'a\\nb':1:1: NUL character (U+0000) is not allowed"
+
+
+def test_every_error_detail_is_one_line(client, tokens) -> None:
+    response = client.get("/api/v1/pools/a%0Ab", headers=auth(tokens))
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no such SubmitPool: a\\nb"}
+    response = client.post("/api/v1/jobs", json={"jdls": [{"text": '[Executable="x";]'}], "a\nb": 1},
+                           headers=auth(tokens))
+    assert response.status_code == 422
+    assert "\n" not in response.json()["detail"]

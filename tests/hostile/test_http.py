@@ -100,12 +100,14 @@ CASES = [
     Case("nul-in-jdl", "roland", "POST", "/jobs", submit('[\n Executable = "a\x00b";\n]'), says="jdls.0.text:2:17: NUL"),
     Case("nul-in-job-name", "roland", "POST", "/jobs", {**submit(jdl("")), "job_name": "a\x00"}, says="job_name"),
     Case("nul-in-key", "roland", "POST", "/jobs", {**submit(jdl("")), "resource_requests": {"h\x00rt": 1}}, says="NUL"),
+    Case("newline-and-nul-in-key", "roland", "POST", "/jobs", {"reservation.\n": {"\x00": 1}}, says="NUL"),
     Case("rqs-description-surrogates", "admin", "POST", "/rqs",
          content=raw_json('{"text": "{\\n name q1\\n description \\"\\ud800\\udc00\\udfff\\"\\n enabled true\\n'
                           ' limit to slots=1\\n}\\n"}'), says="lone surrogate"),
     Case("complexes-nul", "admin", "PUT", "/complexes", {"text": "#name\nx x INT <= YES YES 0 0\x00\n"}, says="NUL"),
     Case("nul-in-query", "roland", "GET", "/jobs?owner=%00", says="query"),
     Case("nul-in-path", "roland", "GET", "/pools/a%00b", says="path"),
+    Case("newline-in-pool-id", "roland", "GET", "/pools/a%0Ab", expect=(404,), says="a\\nb"),
     Case("nul-in-pilot-id-path", "admin", "GET", "/pilots/%00/output", says="path"),
     # ids out of the 64-bit range
     Case("job-id-path-2**63", "roland", "GET", f"/jobs/{BIG}", expect=(404, 422)),

@@ -19,7 +19,7 @@ from wms.api import (
     routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
 )
 from wms.api.deps import public
-from wms.api.guard import InputGuard, error_response
+from wms.api.guard import InputGuard, error_response, one_line
 from wms.core.errors import Unavailable, WmsError
 from wms.db.engine import is_statement_timeout
 from wms.services.runtime import Runtime
@@ -54,7 +54,7 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
         # and "input" bytes, which JSON cannot carry, or a whole JDL.
         errors = [{"type": e.get("type"), "loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg"))}
                   for e in exc.errors()]
-        return JSONResponse({"detail": f"{where}: {first.get('msg')}", "errors": errors}, status_code=422)
+        return JSONResponse({"detail": one_line(f"{where}: {first.get('msg')}"), "errors": errors}, status_code=422)
 
     @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)])
     def health() -> dict[str, str]:

@@ -56,12 +56,21 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _SUSPECT_RE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})|\xed[\xa0-\xbf]")
 _JSON_SCAN_RE = re.compile(rb'"(?:[^"\\]|\\.)*+"|(?P<open>[\[{])|(?P<close>[\]}])', re.S)
 _QUERY_NUL_RE = re.compile(rb"%00")
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """*text* on one line: control characters (a newline in a name the
+    caller sent, say) written as escapes (``\\n``, ``\\x00``)."""
+    if _CONTROL_RE.search(text) is None:
+        return text
+    return _CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def error_response(exc: WmsError) -> JSONResponse:
     """The API's one error shape: ``{"detail": "one line"}`` with the error's status."""
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse({"detail": str(exc)}, status_code=int(exc.status), headers=headers)
+    return JSONResponse({"detail": one_line(str(exc))}, status_code=int(exc.status), headers=headers)
 
 
 def internal_error_response(request_id: str) -> JSONResponse:
@@ -100,8 +109,9 @@ def first_bad_string(value: Any, path: str = "") -> str | None:
         return f"{path or 'body'}:{line}:{col}: {what} is not allowed"
     if isinstance(value, dict):
         for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            found_key = first_bad_string(key, (path or "body") + " key")
+            shown = key if key.isprintable() and len(key) <= 40 else repr(key[:40])
+            where = f"{path}.{shown}" if path else shown
+            found_key = first_bad_string(key, f"{path or 'body'}: a key")
             if found_key is not None:
                 return found_key
             found_item = first_bad_string(item, where)
