@@ -184,3 +184,10 @@ def test_every_error_detail_is_one_line(client, tokens) -> None:
                            headers=auth(tokens))
     assert response.status_code == 422
     assert "\n" not in response.json()["detail"]
+
+
+def test_a_json_number_of_5000_digits_is_refused(client, tokens) -> None:
+    body = b'{"job_ids": [' + b"9" * 5000 + b"]}"
+    response = client.post("/api/v1/jobs/kill", content=body, headers=auth(tokens))
+    assert 400 <= response.status_code < 500, response.text
+    assert "\n" not in response.json()["detail"]

@@ -63,6 +63,7 @@ def test_a_text_larger_than_jdl_bytes_is_too_large() -> None:
     ('[\n  A = "a\x00b"\n]', "f.jdl:2:9: NUL character (U+0000) is not allowed"),
     ('[ A = "\udfff" ]', "f.jdl:1:8: lone surrogate U+DFFF (not valid Unicode text) is not allowed"),
     ("[ A = 99999999999999999999 ]", "f.jdl:1:7: number too large: more than 9223372036854775807 (64 bits)"),
+    ("[ A = " + "9" * 5000 + " ]", "f.jdl:1:7: number too large: more than 9223372036854775807 (64 bits)"),
 ])
 def test_bad_characters_and_numbers_are_refused_with_line_and_column(text: str, message: str) -> None:
     with pytest.raises(JDLError) as info:

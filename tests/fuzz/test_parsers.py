@@ -67,6 +67,7 @@ JDLS = st.one_of(
 @example('[Executable = "x"; Requirements = ' + "(" * 30000 + "]")
 @example('[Executable = "x"; Requirements = ' + " && ".join(["other.x > 1"] * 40000) + "]")
 @example('[Executable = "x"; Priority = 99999999999999999999]')
+@example('[Executable = "x"; A = ' + "9" * 5000 + "]")
 @example('[Executable = "x"; Parameters = 1000000]')
 @example('[Executable = "\udfff"]')
 def test_jdl_parses_or_is_refused(text: str) -> None:

@@ -300,8 +300,9 @@ def route_report() -> Iterator[None]:
             json.dump(dict(sorted(ROUTE_COUNTS.items())), f, indent=1)
 
 
-def routes(hostile: Hostile) -> list[tuple[str, str, list[str]]]:
-    """(method, path, body property names) of every route of the running server's OpenAPI."""
+def routes(hostile: Hostile) -> list[tuple[str, str, list[str], list[str]]]:
+    """(method, path, body property names, query parameter names) of every
+    route of the running server's OpenAPI."""
     spec = httpx.get(hostile.server.url + "/openapi.json", timeout=30).json()
     out = []
     for path, methods in spec["paths"].items():
@@ -309,7 +310,8 @@ def routes(hostile: Hostile) -> list[tuple[str, str, list[str]]]:
             ref = (op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
                    .get("$ref", ""))
             schema = spec.get("components", {}).get("schemas", {}).get(ref.rsplit("/", 1)[-1], {})
-            out.append((method.upper(), path, sorted(schema.get("properties", {}))))
+            query = sorted(p["name"] for p in op.get("parameters", []) if p.get("in") == "query")
+            out.append((method.upper(), path, sorted(schema.get("properties", {})), query))
     return out
 
 
@@ -317,7 +319,7 @@ def routes(hostile: Hostile) -> list[tuple[str, str, list[str]]]:
 @given(data=st.data())
 def test_fuzzed_requests_on_every_route_never_get_a_server_error(hostile: Hostile, client: httpx.Client,
                                                                  data: st.DataObject) -> None:
-    method, path, properties = data.draw(st.sampled_from(routes_of(hostile)))
+    method, path, properties, query_names = data.draw(st.sampled_from(routes_of(hostile)))
     if path.endswith("/health"):
         return
     params = {name: data.draw(st.one_of(st.integers(-(2**70), 2**70).map(str), st.text(max_size=10)))
@@ -329,9 +331,12 @@ def test_fuzzed_requests_on_every_route_never_get_a_server_error(hostile: Hostil
             st.fixed_dictionaries({}, optional={p: JSON_VALUES for p in properties}),
             JSON_VALUES,
         ))
+    query = data.draw(st.lists(st.tuples(st.sampled_from(query_names),
+                                         st.one_of(st.integers(-(2**70), 2**70).map(str), st.text(max_size=12))),
+                               max_size=3)) if query_names else []
     role = data.draw(st.sampled_from(["roland", "admin", "pilot", None]))
     content = json.dumps(body).encode() if body is not None else None
-    response = client.request(method, concrete.removeprefix("/api/v1"), content=content,
+    response = client.request(method, concrete.removeprefix("/api/v1"), content=content, params=query,
                               headers={**_token(hostile, role), "Content-Type": "application/json"})
     ROUTE_COUNTS[f"{method} {path}"] = ROUTE_COUNTS.get(f"{method} {path}", 0) + 1
     assert response.status_code < 500, (method, concrete, body, response.status_code, response.text[:300])

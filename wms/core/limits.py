@@ -181,8 +181,8 @@ def scan_classad(
     over *size_limit* bytes (``limits.jdl_bytes`` by default; 413), a NUL or a
     lone surrogate, nesting deeper than ``limits.depth``, an expression
     with more than ``limits.expression_terms`` operators along it, and an
-    integer past 64 bits (which classad2 would silently read as 0). Both are
-    also held to :data:`CEILING`. Raises :class:`JDLError` (or
+    integer past 64 bits (which classad2 would silently read as 0). Nesting
+    and operators are also held to :data:`CEILING`. Raises :class:`JDLError` (or
     :class:`TooLarge` for the size). Brackets need not balance: the parser
     that runs next reports that with its own message.
     """
@@ -233,6 +233,6 @@ def scan_classad(
                 terms = saved.pop()
         elif kind == "sep":
             terms = saved[-1] if saved else 0
-        elif kind == "number" and int(match.group()) > INT64_MAX:
+        elif kind == "number" and (len(match.group()) > 19 or int(match.group()) > INT64_MAX):
             line, col = _position(text, match.start())
             raise JDLError(f"number too large: more than {INT64_MAX} (64 bits)", where=f"{source}:{line}:{col}")
