@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # sshd of their own.
 TEST_PACKAGES := slurm-wlm munge openssh-server openssh-client
 
-.PHONY: demo test install clean bench test-packages
+.PHONY: demo test install clean bench fuzz test-packages
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ test-packages:
 
 demo: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m wms.demo
+
+# The property-based tests (tests/fuzz) and the hostile-input tests against
+# real servers (tests/hostile) with fifty times the examples of `make test`.
+fuzz: $(STAMP)
+	WMS_HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -p no:cacheprovider --hypothesis-show-statistics \
+		tests/fuzz tests/hostile $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/wms bench submit

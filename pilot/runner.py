@@ -257,7 +257,10 @@ def signal_tree(pgid: int, sig: int) -> None:
 
 
 def read_tail(path: Path, limit: int) -> tuple[str, bool]:
-    """The last ``limit`` bytes of a file as text, and whether it was cut."""
+    """The last ``limit`` bytes of a file as text, and whether it was cut.
+
+    Bytes that are not UTF-8, and NUL (which the server refuses in any
+    text), come out as U+FFFD."""
     try:
         size = path.stat().st_size
         with path.open("rb") as handle:
@@ -266,7 +269,7 @@ def read_tail(path: Path, limit: int) -> tuple[str, bool]:
             data = handle.read(limit if limit >= 0 else -1)
     except OSError:
         return "", False
-    return data.decode("utf-8", "replace"), size > limit
+    return data.decode("utf-8", "replace").replace("\x00", "\ufffd"), size > limit
 
 
 def job_directory(workdir: Path, job_id: int) -> Path:

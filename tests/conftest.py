@@ -19,6 +19,7 @@ from typing import Any
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import HealthCheck, settings
 from sqlalchemy import Engine, delete, text
 from sqlalchemy.engine import make_url
 
@@ -26,6 +27,22 @@ from wms.db import migrate, schema, scratch
 from wms.db.engine import make_engine
 
 BACKENDS = ("sqlite", "postgresql", "mariadb")
+
+# Property-based tests (hypothesis): a few seconds each in the suite; `make
+# fuzz` selects the "fuzz" profile (WMS_HYPOTHESIS_PROFILE=fuzz), fifty times
+# the examples. Tests that set their own count scale it with fuzz_examples().
+FUZZ_SCALE = {"default": 1, "fuzz": 50}
+settings.register_profile("default", max_examples=100, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("fuzz", max_examples=100 * FUZZ_SCALE["fuzz"], deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+HYPOTHESIS_PROFILE = os.environ.get("WMS_HYPOTHESIS_PROFILE", "default")
+settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+def fuzz_examples(count: int) -> int:
+    """``count`` examples in the suite, more under `make fuzz`."""
+    return count * FUZZ_SCALE.get(HYPOTHESIS_PROFILE, 1)
 
 
 def utcnow() -> datetime:

@@ -163,8 +163,10 @@ class Tokens(dict):
 
 @contextmanager
 def running_server(tmp_path: Path, config_dir: Path | str | None = None,
-                   tokens: Mapping[str, tuple[str, str, str, str]] | None = None) -> Iterator[ServerHandle]:
-    """`wms server` on a fresh SQLite database in ``tmp_path``; stopped on exit.
+                   tokens: Mapping[str, tuple[str, str, str, str]] | None = None,
+                   database_url: str | None = None) -> Iterator[ServerHandle]:
+    """`wms server` on a fresh SQLite database in ``tmp_path`` (or on the
+    empty database at ``database_url``); stopped on exit.
 
     ``config_dir`` (default: the repository's config/) is copied to
     ``tmp_path/config`` first, so a test may pass an edited copy.
@@ -179,7 +181,7 @@ def running_server(tmp_path: Path, config_dir: Path | str | None = None,
         **os.environ,
         "HOME": str(tmp / "home"),
         "WMS_CONFIG": str(config),
-        "WMS_DATABASE_URL": f"sqlite:///{tmp / 'wms.db'}",
+        "WMS_DATABASE_URL": database_url or f"sqlite:///{tmp / 'wms.db'}",
         "WMS_URL": url,
     }
     env.pop("WMS_TOKEN", None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import getpass
 import os
 import sys
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -72,7 +73,9 @@ def worker_app():
     its own runtime from the environment ``serve`` set (WMS_CONFIG and the
     database settings), so workers share nothing but the database."""
     from wms.api.app import create_app
+    from wms.api.guard import REQUEST_THREAD_STACK
 
+    threading.stack_size(REQUEST_THREAD_STACK)    # as serve() does: see there
     _no_delay_on_shared_sockets()
     return create_app(Runtime.create(load_config(config_dir_from_env(None))))
 
@@ -101,6 +104,11 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
     import uvicorn
 
     from wms.api.app import create_app
+    from wms.api.guard import REQUEST_THREAD_STACK
+
+    # Threads started from here on (the ones that run requests among them)
+    # get a stack deep enough for any text the input limits let through.
+    threading.stack_size(REQUEST_THREAD_STACK)
 
     try:
         config = load_config(config_dir_from_env(config_dir))

@@ -16,6 +16,7 @@ from wms.config import (
     load_yaml_with_lines,
 )
 from wms.core.errors import ConfigError
+from wms.core.limits import DEFAULT as DEFAULT_LIMITS
 from wms.core.requirements import canonical_requirements, check_queue
 from wms.core.resources import QueueRef
 
@@ -411,3 +412,26 @@ def test_yaml_merge_keys_and_unsafe_tags(tmp_path: Path) -> None:
     error = _error(tmp_path, "operations.yaml", "Shares:\n\t- b\n")
     assert error.where == f"{tmp_path}/operations.yaml:2"
     assert "YAML syntax error" in error.message
+
+
+# -- limits ----------------------------------------------------------------------------
+def test_limits_have_defaults_and_can_be_set(tmp_path: Path) -> None:
+    s = load_config(tmp_path, environ=NO_ENV).settings
+    assert s.limits.core() == DEFAULT_LIMITS
+    _write(tmp_path, "wms.yaml", "limits: {request_bytes: 1000, jdl_bytes: 500, depth: 8, expression_terms: 50,"
+                                 " statement_timeout: 2.5}\n")
+    limits = load_config(tmp_path, environ=NO_ENV).settings.limits.core()
+    assert (limits.request_bytes, limits.jdl_bytes, limits.depth, limits.expression_terms,
+            limits.statement_timeout) == (1000, 500, 8, 50, 2.5)
+
+
+@pytest.mark.parametrize("text, key", [
+    ("limits: {depth: 65}\n", "depth"),
+    ("limits: {expression_terms: 301}\n", "expression_terms"),
+    ("limits: {request_bytes: 0}\n", "request_bytes"),
+    ("limits: {statement_timeout: -1}\n", "statement_timeout"),
+    ("limits: {unknown: 1}\n", "unknown"),
+])
+def test_limits_past_what_is_safe_are_refused(tmp_path: Path, text: str, key: str) -> None:
+    error = _error(tmp_path, "wms.yaml", text)
+    assert "wms.yaml:1" in str(error) and key in str(error)

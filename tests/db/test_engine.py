@@ -172,3 +172,21 @@ def test_is_retryable_rejects_a_real_integrity_error(engine: Engine, now: dateti
             conn.execute(tokens.insert(), [row])
             conn.execute(tokens.insert(), [row])
     assert not is_retryable(info.value)
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
+def test_a_statement_longer_than_the_timeout_is_cancelled(database_factory, backend) -> None:
+    import time
+
+    engine = make_engine(database_factory(backend), statement_timeout=0.5)
+    sleep = "SELECT pg_sleep(3)" if backend == "postgresql" else "SELECT SLEEP(3)"
+    try:
+        started = time.monotonic()
+        with pytest.raises(OperationalError):
+            with engine.connect() as conn:
+                conn.execute(text(sleep)).all()
+        assert time.monotonic() - started < 2.5
+        with engine.connect() as conn:  # the next statement on the pool still runs
+            assert conn.execute(text("SELECT 1")).scalar_one() == 1
+    finally:
+        engine.dispose()

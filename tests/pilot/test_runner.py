@@ -359,6 +359,12 @@ def test_read_tail(tmp_path):
     assert read_tail(tmp_path / "missing", 10) == ("", False)
 
 
+def test_read_tail_replaces_nul_which_the_server_refuses(tmp_path):
+    f = tmp_path / "f"
+    f.write_bytes(b"a\x00b\xff")
+    assert read_tail(f, 100) == ("a\ufffdb\ufffd", False)
+
+
 def test_parse_proc_stat_with_odd_command_names():
     text = "1234 (a (weird) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 10 5 20 0 1 0 100 0 0"
     st = parse_proc_stat(text, clk_tck=100)

@@ -12,13 +12,16 @@ from typing import Callable
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
 
 from wms import __version__
 from wms.api import (
     routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
 )
 from wms.api.deps import public
-from wms.core.errors import WmsError
+from wms.api.guard import InputGuard, error_response, one_line
+from wms.core.errors import Unavailable, WmsError
+from wms.db.engine import is_statement_timeout
 from wms.services.runtime import Runtime
 
 API_PREFIX = "/api/v1"
@@ -29,18 +32,29 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.state.runtime = runtime
     app.state.clock = clock
 
+    app.add_middleware(InputGuard, runtime=runtime)
+
     @app.exception_handler(WmsError)
     def wms_error(request: Request, exc: WmsError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse({"detail": str(exc)}, status_code=int(exc.status), headers=headers)
+        return error_response(exc)
+
+    @app.exception_handler(OperationalError)
+    def database_error(request: Request, exc: OperationalError) -> JSONResponse:
+        if not is_statement_timeout(exc):
+            raise exc  # the guard logs it and answers 500 with a request id
+        timeout = runtime.config.settings.limits.statement_timeout
+        return error_response(Unavailable(f"the database took longer than {timeout:g} s "
+                                          "(limits.statement_timeout); nothing was changed"))
 
     @app.exception_handler(RequestValidationError)
     def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        # "ctx" may hold the validator's exception object, which JSON cannot carry.
-        errors = [{k: v for k, v in error.items() if k != "ctx"} for error in exc.errors()]
-        return JSONResponse({"detail": f"{where}: {first.get('msg')}", "errors": errors}, status_code=422)
+        # Only where and what: "ctx" may hold the validator's exception object
+        # and "input" bytes, which JSON cannot carry, or a whole JDL.
+        errors = [{"type": e.get("type"), "loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg"))}
+                  for e in exc.errors()]
+        return JSONResponse({"detail": one_line(f"{where}: {first.get('msg')}"), "errors": errors}, status_code=422)
 
     @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)])
     def health() -> dict[str, str]:

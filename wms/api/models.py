@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from wms.core.limits import INT32_MAX, INT64_MAX
+
+# Numbers are stored as 64-bit (job ids) or 32-bit integers (the rest): a
+# larger number in a path, a query or a body is refused (422) before it
+# reaches the database.
+Int64 = Annotated[int, Field(ge=-(2**63), le=INT64_MAX)]
+Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
+IdPath = Annotated[int, Path(ge=-(2**63), le=INT64_MAX)]
+ArIdPath = Annotated[int, Path(ge=-(2**31), le=INT32_MAX)]
 
 
 class JDLSource(BaseModel):
@@ -22,8 +33,8 @@ class SubmitRequest(BaseModel):
     resource_requests: dict[str, Any] = Field(default_factory=dict, description="hard -l requests")
     soft_resource_requests: dict[str, Any] = Field(default_factory=dict, description="soft -l requests")
     parallel_environment: str | None = None
-    slots: int | None = Field(None, ge=1, description="with parallel_environment: -pe PE N")
-    reservation: int | None = Field(None, ge=1)
+    slots: int | None = Field(None, ge=1, le=INT32_MAX, description="with parallel_environment: -pe PE N")
+    reservation: int | None = Field(None, ge=1, le=INT32_MAX)
     project: str | None = None
     job_name: str | None = None
 
@@ -31,7 +42,7 @@ class SubmitRequest(BaseModel):
 class JobIds(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    job_ids: list[int] = Field(min_length=1)
+    job_ids: list[Int64] = Field(min_length=1)
 
 
 class MatchQueuesRequest(BaseModel):
@@ -52,7 +63,7 @@ class JobRequest(BaseModel):
     host: str = Field(min_length=1)
     pilot_id: str = Field(min_length=1, max_length=255)
     pools: list[str] | None = None
-    slots: int = Field(1, ge=1)
+    slots: int = Field(1, ge=1, le=INT32_MAX)
     load: dict[str, Any] = Field(default_factory=dict)
     platform: str | None = None
     cpu_time_left: float | None = Field(None, ge=0)
@@ -73,10 +84,10 @@ class PilotStatus(BaseModel):
     pilot_id: str = Field(min_length=1)
     status: str
     minor_status: str = ""
-    exit_code: int | None = None
+    exit_code: Int32 | None = None
     # The job's hand-out this report is about (the job's "Attempt"): refused
     # when the job has been handed out again since. Optional for older pilots.
-    attempt: int | None = Field(None, ge=1)
+    attempt: int | None = Field(None, ge=1, le=INT32_MAX)
 
 
 class Heartbeat(BaseModel):
@@ -85,7 +96,7 @@ class Heartbeat(BaseModel):
     pilot_id: str = Field(min_length=1)
     # The job's hand-out this report is about (the job's "Attempt"): refused
     # when the job has been handed out again since. Optional for older pilots.
-    attempt: int | None = Field(None, ge=1)
+    attempt: int | None = Field(None, ge=1, le=INT32_MAX)
 
 
 class JobOutput(BaseModel):
@@ -97,7 +108,7 @@ class JobOutput(BaseModel):
     truncated: bool = False
     # The job's hand-out this report is about (the job's "Attempt"): refused
     # when the job has been handed out again since. Optional for older pilots.
-    attempt: int | None = Field(None, ge=1)
+    attempt: int | None = Field(None, ge=1, le=INT32_MAX)
 
 
 class ComplexFile(BaseModel):

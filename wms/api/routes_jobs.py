@@ -7,8 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from wms.api.deps import NowDep, RuntimeDep, require
-from wms.api.models import JobIds, MatchQueuesRequest, SubmitRequest
+from wms.api.models import Int64, IdPath, JobIds, MatchQueuesRequest, SubmitRequest
 from wms.core.errors import InvalidInput
+from wms.core.limits import INT32_MAX
 from wms.core.identity import Identity
 from wms.services import jobs as jobs_service
 from wms.services import pools as pools_service
@@ -41,10 +42,10 @@ def submit(body: SubmitRequest, runtime: RuntimeDep, now: NowDep, caller: Submit
 def list_jobs(
     runtime: RuntimeDep,
     caller: Reader,
-    job_id: Annotated[list[int] | None, Query()] = None,
+    job_id: Annotated[list[Int64] | None, Query()] = None,
     status: str | None = None,
     owner: str | None = None,
-    limit: Annotated[int | None, Query(ge=1)] = None,
+    limit: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
 ) -> list[dict[str, Any]]:
     if job_id:
         return jobs_service.job_status(runtime, caller, job_id)
@@ -52,22 +53,22 @@ def list_jobs(
 
 
 @router.get("/{job_id}")
-def job_status(job_id: int, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
+def job_status(job_id: IdPath, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     return jobs_service.job_status(runtime, caller, [job_id])[0]
 
 
 @router.get("/{job_id}/history")
-def history(job_id: int, runtime: RuntimeDep, caller: Reader) -> list[dict[str, Any]]:
+def history(job_id: IdPath, runtime: RuntimeDep, caller: Reader) -> list[dict[str, Any]]:
     return jobs_service.history(runtime, caller, job_id)
 
 
 @router.get("/{job_id}/jdl")
-def jdl(job_id: int, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
+def jdl(job_id: IdPath, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     return jobs_service.job_jdl(runtime, caller, job_id)
 
 
 @router.get("/{job_id}/match-queues")
-def match_queues_of_job(job_id: int, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
+def match_queues_of_job(job_id: IdPath, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     return pools_service.match_queues_for_job(runtime, caller, job_id, now)
 
 
@@ -77,7 +78,7 @@ def kill(body: JobIds, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> d
 
 
 @router.delete("/{job_id}")
-def kill_one(job_id: int, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
+def kill_one(job_id: IdPath, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     return jobs_service.kill_jobs(runtime, caller, [job_id], now)
 
 

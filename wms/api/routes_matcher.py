@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 
 from wms.api.deps import NowDep, RuntimeDep, require
-from wms.api.models import ComplexFile, Heartbeat, JobOutput, JobRequest, PilotStatus
+from wms.api.models import ComplexFile, Heartbeat, IdPath, JobOutput, JobRequest, PilotStatus
 from wms.core.identity import Identity
 from wms.core.match.context import PilotRequest
 from wms.services import complexes as complexes_service
@@ -47,30 +47,30 @@ def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilo
 
 
 @router.post("/jobs/{job_id}/pilot-status")
-def pilot_status(job_id: int, body: PilotStatus, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
+def pilot_status(job_id: IdPath, body: PilotStatus, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
     return matcher.pilot_status(runtime, caller, job_id, body.pilot_id, body.status, body.minor_status,
                                 body.exit_code, now, attempt=body.attempt)
 
 
 @router.post("/jobs/{job_id}/heartbeat")
-def heartbeat(job_id: int, body: Heartbeat, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
+def heartbeat(job_id: IdPath, body: Heartbeat, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
     return matcher.heartbeat(runtime, caller, job_id, body.pilot_id, now, attempt=body.attempt)
 
 
 @router.post("/jobs/{job_id}/output", status_code=204)
-def upload_output(job_id: int, body: JobOutput, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> None:
+def upload_output(job_id: IdPath, body: JobOutput, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> None:
     matcher.store_output(runtime, caller, job_id, body.pilot_id, body.stdout, body.stderr, body.truncated, now,
                          attempt=body.attempt)
 
 
 @router.get("/jobs/{job_id}/output")
-def get_output(job_id: int, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
+def get_output(job_id: IdPath, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     jobs_service.visible_jobs(runtime, caller, [job_id])
     return matcher.job_output(runtime, job_id)
 
 
 @router.get("/jobs/{job_id}/why")
-def why(job_id: int, runtime: RuntimeDep, now: NowDep, caller: Reader) -> dict[str, Any]:
+def why(job_id: IdPath, runtime: RuntimeDep, now: NowDep, caller: Reader) -> dict[str, Any]:
     """Every queue and the first layer that keeps the job from it."""
     return diagnosis.why(runtime, caller, job_id, now)
 

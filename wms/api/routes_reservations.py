@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from wms.api.deps import NowDep, RuntimeDep, require
-from wms.api.models import ReservationChange, ReservationDelete, ReservationRequest
+from wms.api.models import ArIdPath, ReservationChange, ReservationDelete, ReservationRequest
 from wms.core.identity import Identity
 from wms.services import accounting as accounting_service
 from wms.services import reservations as ar_service
@@ -38,7 +38,7 @@ def delete(body: ReservationDelete, runtime: RuntimeDep, now: NowDep, caller: Ca
 
 
 @router.patch("/reservations/{ar_id}")
-def alter(ar_id: int, body: ReservationChange, runtime: RuntimeDep, now: NowDep, caller: Caller) -> dict[str, Any]:
+def alter(ar_id: ArIdPath, body: ReservationChange, runtime: RuntimeDep, now: NowDep, caller: Caller) -> dict[str, Any]:
     """qralter: name, access list, mail, end or duration."""
     return ar_service.alter(runtime, caller, ar_id, ar_service.Changes(**body.model_dump()), now)
 

@@ -5,10 +5,13 @@ server's one-line reason."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from wms.core.limits import decode_utf8
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 API = "/api/v1"
@@ -20,6 +23,17 @@ class ClientError(Exception):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+def read_text_file(path: str | Path, source: str | None = None) -> str:
+    """A text file's content; OSError as ``open`` raises it, InvalidInput
+    (``file:line:col: not valid UTF-8 text``) for bytes that are not UTF-8."""
+    return decode_utf8(Path(path).read_bytes(), str(source or path))
+
+
+def read_stdin() -> str:
+    """Standard input as UTF-8 text (InvalidInput as read_text_file)."""
+    return decode_utf8(sys.stdin.buffer.read(), "<stdin>")
 
 
 def token_file() -> Path:

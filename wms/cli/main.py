@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any, Callable, Sequence
 from urllib.parse import quote
 
 from wms.cli import output
-from wms.cli.client import Client, ClientError
+from wms.cli.client import Client, ClientError, read_stdin, read_text_file
 
 JOB_COLUMNS = ["JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", "Queue", "SubmitPool", "TaskQueue",
                "AR"]
@@ -31,7 +30,7 @@ def parse_requests(text: str) -> dict[str, str]:
     for item in text.split(","):
         name, sep, value = item.partition("=")
         if not sep or not name.strip() or not value.strip():
-            raise UsageError(f"-l {text}: expected name=value[,name=value...], got {item!r}")
+            raise UsageError(f"-l {text!r}: expected name=value[,name=value...], got {item!r}")
         out[name.strip()] = value.strip()
     return out
 
@@ -55,10 +54,11 @@ class ModeAction(argparse.Action):
 
 
 def read_jdl(path: str) -> tuple[str, str]:
-    if path == "-":
-        return "<stdin>", sys.stdin.read()
+    """(source, text) of a JDL file or of stdin (``-``); refuses what is not UTF-8 text."""
     try:
-        return path, Path(path).read_text()
+        if path == "-":
+            return "<stdin>", read_stdin()
+        return path, read_text_file(path)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 

@@ -22,10 +22,10 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 from typing import Sequence
 
-from wms.cli.client import Client, ClientError
+from wms.cli.client import Client, ClientError, read_text_file
+from wms.core.errors import InvalidInput
 
 ATTRIBUTE_SWITCHES = ("aattr", "dattr", "mattr", "rattr")
 FILE_ATTRIBUTE_SWITCHES = ("Aattr", "Dattr", "Mattr", "Rattr")
@@ -64,9 +64,11 @@ def _names(values: Sequence[str] | None) -> str:
 
 def _read(path: str) -> str:
     try:
-        return Path(path).read_text()
+        return read_text_file(path)
     except OSError as exc:
         raise Refused(f"error: cannot read file {path!r}: {exc.strerror}") from None
+    except InvalidInput as exc:
+        raise Refused(f"error: {exc}") from None
 
 
 def edit(text: str) -> str:
@@ -78,7 +80,7 @@ def edit(text: str) -> str:
     try:
         if subprocess.call([*shlex.split(editor), path]) != 0:
             raise Refused(f"error: the editor {editor!r} failed")
-        return Path(path).read_text()
+        return _read(path)
     finally:
         os.unlink(path)
 

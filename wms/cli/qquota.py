@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
-from wms.cli.client import Client, ClientError
+from wms.cli.client import Client, ClientError, read_text_file
+from wms.core.errors import InvalidInput
 
 SCHEMA = Path(__file__).with_name("qquota.xsd")
 FILTER_ELEMENTS = ("user", "xuser", "project", "xproject", "pe", "xpe", "queue", "xqueue", "host", "xhost")
@@ -53,9 +54,11 @@ def default_arguments(files: Sequence[Path]) -> list[str]:
     out: list[str] = []
     for path in files:
         try:
-            text = path.read_text()
+            text = read_text_file(path)
         except OSError:
             continue
+        except InvalidInput as exc:
+            raise SystemExit(f"qquota: {exc}") from None
         for line in text.splitlines():
             line = line.split("#", 1)[0].strip()
             if line:

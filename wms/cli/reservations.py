@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 from xml.etree import ElementTree
 
-from wms.cli.client import Client, ClientError
+from wms.cli.client import Client, ClientError, read_text_file
 from wms.cli.main import UsageError, parse_requests
 from wms.core.errors import InvalidInput
 from wms.core.reservations.timespec import parse_date_time
@@ -119,11 +119,13 @@ def default_requests() -> list[str]:
     out: list[str] = []
     for path in paths:
         try:
-            text = path.read_text()
+            text = read_text_file(path)
         except FileNotFoundError:
             continue
         except OSError as exc:
             raise UsageError(f"cannot read default request file {path}: {exc.strerror}") from None
+        except InvalidInput as exc:
+            raise UsageError(f"default request file: {exc}") from None
         for number, line in enumerate(text.splitlines(), 1):
             if line.strip() and not line.lstrip().startswith("#"):
                 try:

@@ -41,6 +41,7 @@ from wms.core.requirements import (
     normalise_resource_value,
     normalise_type_name,
 )
+from wms.core.limits import CEILING, DEFAULT as DEFAULT_LIMITS, Limits
 from wms.core.pilot_backends import backend_parameter_problem
 from wms.core.resources import CES_KEY, QUEUES_KEY, VO_KEY
 
@@ -183,6 +184,22 @@ class SmtpSettings(_Model):
     sender: Name
 
 
+class LimitsSettings(_Model):
+    """``limits:``: the bounds on what one request may send (docs/security.md)."""
+
+    request_bytes: PositiveInt = DEFAULT_LIMITS.request_bytes
+    jdl_bytes: PositiveInt = DEFAULT_LIMITS.jdl_bytes
+    depth: Annotated[int, BeforeValidator(_no_bool), Field(gt=0, le=CEILING.depth)] = DEFAULT_LIMITS.depth
+    expression_terms: Annotated[int, BeforeValidator(_no_bool), Field(gt=0, le=CEILING.expression_terms)] = (
+        DEFAULT_LIMITS.expression_terms
+    )
+    statement_timeout: NonNegativeFloat = DEFAULT_LIMITS.statement_timeout
+
+    def core(self) -> Limits:
+        """The same values for the code that enforces them."""
+        return Limits(**self.model_dump())
+
+
 def _increasing(values: list[int]) -> list[int]:
     if any(b <= a for a, b in zip(values, values[1:])):
         raise ValueError(f"segments must be strictly increasing, got {values}")
@@ -225,6 +242,7 @@ class Settings(_Model):
     ] = Field(default_factory=lambda: list(DEFAULT_CPU_TIME_SEGMENTS))
     smtp: SmtpSettings | None = None
     max_jobs_per_submission: PositiveInt = 10000
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     # Pilot logs and exit files of the SiteDirector's backends; for Slurm
     # pilots a directory the worker nodes share (docs/deployment.md).
     pilot_log_dir: Annotated[str, Field(min_length=1)] = "var/pilots"

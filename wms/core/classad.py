@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 import classad2
 
+from wms.core import limits as input_limits
 from wms.core.errors import InvalidInput
 
 __all__ = [
@@ -330,6 +331,23 @@ def _unquote_name(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text[1:-1])
 
 
+def _guard(text: str) -> None:
+    """Refuse text classad2 could not take safely (wms.core.limits: nesting
+    and operator chains that would exhaust its stack, NUL, lone surrogates)."""
+    try:
+        input_limits.scan_classad(text, "ClassAd", input_limits.STORED, what="ClassAd")
+    except InvalidInput as exc:
+        line, col = _line_col(exc.where)
+        raise ClassAdSyntaxError(exc.message, line, col) from None
+
+
+def _line_col(where: str | None) -> tuple[int, int]:
+    parts = (where or "").rsplit(":", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        return int(parts[1]), int(parts[2])
+    return 1, 1
+
+
 def parse_record(text: str) -> dict[str, Any]:
     """Parse one ClassAd record ``[ name = value; ... ]`` into plain Python.
 
@@ -338,6 +356,7 @@ def parse_record(text: str) -> dict[str, Any]:
     ERROR, an ``absTime``) becomes an :class:`Expression`. Keys keep their
     source order and casing. Raises :class:`ClassAdSyntaxError`.
     """
+    _guard(text)
     tokens = tokenize(text)
     if not tokens or tokens[0].text != "[":
         line, col = (tokens[0].line, tokens[0].col) if tokens else (1, 1)
@@ -469,6 +488,7 @@ def render_record(record: Mapping[str, Any]) -> str:
 @lru_cache(maxsize=4096)
 def _compile(text: str) -> tuple[classad2.ExprTree, classad2.ClassAd]:
     """The ExprTree of *text*, with the ad that owns it (kept alive with it)."""
+    _guard(text)
     tokens = tokenize(text)
     if not tokens:
         raise ClassAdSyntaxError("empty expression")
@@ -484,6 +504,7 @@ def _compile(text: str) -> tuple[classad2.ExprTree, classad2.ClassAd]:
 
 @lru_cache(maxsize=1024)
 def _ad_from_text(text: str) -> classad2.ClassAd:
+    _guard(text)
     try:
         return classad2.ClassAd(text)
     except classad2.ClassAdException:

@@ -56,3 +56,15 @@ class Conflict(WmsError):
     """The request cannot be applied in the object's current state."""
 
     status = HTTPStatus.CONFLICT
+
+
+class TooLarge(InvalidInput):
+    """The request or one of its parts is larger than its limit (wms.yaml ``limits``)."""
+
+    status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+
+
+class Unavailable(WmsError):
+    """The service cannot answer now (a database statement ran out of time); try again."""
+
+    status = HTTPStatus.SERVICE_UNAVAILABLE

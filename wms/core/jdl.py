@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wms.core import classad, parametric
+from wms.core import limits as input_limits
 from wms.core.classad import IDENT, NAME, NUMBER, OP, PUNCT, STRING, Expression, Token
 from wms.core.errors import JDLError
 
@@ -507,6 +508,12 @@ def _read(text: str, source: str) -> tuple[dict[str, Any], dict[str, Token]]:
 _INT_TEXT_RE = re.compile(r"[+-]?[0-9]+")
 
 
+def _shown(value: Any) -> str:
+    """A value in an error message, cut to a readable length."""
+    text = classad.render_value(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class _Fields:
     """Typed access to one job's attributes, failing with their position."""
 
@@ -534,7 +541,7 @@ class _Fields:
             return value
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
-        raise self.fail(key, f"expected a string, got {classad.render_value(value)}")
+        raise self.fail(key, f"expected a string, got {_shown(value)}")
 
     def strings(self, *names: str) -> list[str]:
         """A string or a list of strings, from any of *names*, merged."""
@@ -546,7 +553,7 @@ class _Fields:
             key, value = found
             items = [value] if isinstance(value, str) else value
             if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-                raise self.fail(key, f"expected a string or a list of strings, got {classad.render_value(value)}")
+                raise self.fail(key, f"expected a string or a list of strings, got {_shown(value)}")
             result.extend(item for item in items if item and item not in result)
         return result
 
@@ -560,10 +567,12 @@ class _Fields:
             number = value
         elif isinstance(value, float) and value.is_integer():
             number = int(value)
-        elif isinstance(value, str) and _INT_TEXT_RE.fullmatch(value.strip()):
+        elif isinstance(value, str) and len(value) <= 24 and _INT_TEXT_RE.fullmatch(value.strip()):
             number = int(value.strip())
         if number is None or (minimum is not None and number < minimum):
-            raise self.fail(key, f"expected {what}, got {classad.render_value(value)}")
+            raise self.fail(key, f"expected {what}, got {_shown(value)}")
+        if not -input_limits.INT32_MAX - 1 <= number <= input_limits.INT32_MAX:
+            raise self.fail(key, f"expected {what} of at most {input_limits.INT32_MAX}, got {_shown(value)}")
         return number
 
     def requests(self, name: str) -> dict[str, Scalar]:
@@ -572,11 +581,11 @@ class _Fields:
             return {}
         key, value = found
         if not isinstance(value, dict):
-            raise self.fail(key, f"expected a record [ name = value; ... ], got {classad.render_value(value)}")
+            raise self.fail(key, f"expected a record [ name = value; ... ], got {_shown(value)}")
         for item, request in value.items():
             if not isinstance(request, (str, int, float)):  # bool is an int
                 raise self.fail(
-                    key, f"{item}: expected a string, a number or a boolean, got {classad.render_value(request)}"
+                    key, f"{item}: expected a string, a number or a boolean, got {_shown(request)}"
                 )
         return dict(value)
 
@@ -594,7 +603,7 @@ class _Fields:
         raise self.fail(
             key,
             "expected a record [ name = value; ... ] (RFC #7) or a ClassAd expression, "
-            f"got {classad.render_value(value)}",
+            f"got {_shown(value)}",
         )
 
     def input_data(self) -> list[str]:
@@ -608,7 +617,7 @@ class _Fields:
                 lfn = "LFN:" + lfn[4:]
             if lfn.startswith("LFN:") and "//" in lfn:
                 key = self.keys["inputdata"]
-                raise self.fail(key, f"'//' is not allowed inside an LFN, got {classad.render_value(item)}")
+                raise self.fail(key, f"'//' is not allowed inside an LFN, got {_shown(item)}")
             result.append(lfn)
         return result
 
@@ -699,7 +708,12 @@ def _apply_overrides(attributes: dict[str, Any], overrides: Mapping[str, Any]) -
 
 
 def parse_jdl(
-    text: str, source: str = "<jdl>", *, overrides: Mapping[str, Any] | None = None
+    text: str,
+    source: str = "<jdl>",
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    limits: input_limits.Limits = input_limits.DEFAULT,
+    max_jobs: int = parametric.MAX_JOBS,
 ) -> list[JobDescription]:
     """Parse a JDL into its jobs: several for a parametric JDL, else one.
 
@@ -707,8 +721,12 @@ def parse_jdl(
     *overrides* are attributes set from outside the text (``wms submit -l``,
     ``-P``, ...): they replace the JDL's own, except that resource requests
     are merged; errors about them carry *source* without a position.
-    Raises :class:`JDLError`.
+    *limits* bound the text before anything parses it
+    (:func:`wms.core.limits.scan_classad`); a parametric JDL may describe at
+    most *max_jobs* jobs. Raises :class:`JDLError` (:class:`TooLarge` for
+    a text over ``limits.jdl_bytes``).
     """
+    input_limits.scan_classad(text, source, limits)
     attributes, positions = _read(text, source)
     if overrides:
         attributes = _apply_overrides(attributes, overrides)
@@ -719,13 +737,13 @@ def parse_jdl(
         tok = positions.get(name.lower())
         return f"{source}:{tok.line}:{tok.col}" if tok is not None else source
 
-    jobs = parametric.expand(attributes, locate=locate)
+    jobs = parametric.expand(attributes, locate=locate, max_jobs=max_jobs)
     return [_describe(job, locate, source) for job in jobs]
 
 
-def parse_one(text: str, source: str = "<jdl>") -> JobDescription:
+def parse_one(text: str, source: str = "<jdl>", *, limits: input_limits.Limits = input_limits.DEFAULT) -> JobDescription:
     """Parse a JDL that describes exactly one job (e.g. a job's own ``text``)."""
-    jobs = parse_jdl(text, source)
+    jobs = parse_jdl(text, source, limits=limits)
     if len(jobs) != 1:
         raise JDLError(
             f"expected one job, but the JDL is parametric and describes {len(jobs)} jobs", where=source

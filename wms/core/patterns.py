@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from wms.core.errors import InvalidInput
+from wms.core.limits import CEILING
 
 # Characters that turn a text into an expression (sge_is_expression).
 EXPRESSION_CHARS = frozenset("*?[]&|!()")
@@ -182,6 +183,7 @@ class _Parser:
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self.depth = 0  # '!' and '(' being read: bounded, as the recursion is
         self.pos = 0
         self.kind = _END
         self.value = ""
@@ -222,9 +224,8 @@ class _Parser:
         return f"{self.kind!r}"
 
     def _fail(self, problem: str) -> None:
-        raise InvalidInput(
-            f"invalid wildcard expression {self.text!r}: {problem} at position {self.start + 1}"
-        )
+        shown = repr(self.text) if len(self.text) <= 60 else repr(self.text[:57] + "...")
+        raise InvalidInput(f"invalid wildcard expression {shown}: {problem} at position {self.start + 1}")
 
     # grammar
     def _or(self) -> _Node:
@@ -242,22 +243,31 @@ class _Parser:
         return operands[0] if len(operands) == 1 else _And(tuple(operands))
 
     def _unary(self) -> _Node:
-        if self.kind == "!":
-            self._advance()
-            return _Not(self._unary())
-        if self.kind == "(":
-            self._advance()
-            inner = self._or()
-            if self.kind != ")":
-                self._fail(f"unexpected {self._describe()}; expected ')'")
-            self._advance()
-            return inner
+        if self.kind in ("!", "("):
+            self.depth += 1
+            if self.depth > CEILING.depth:
+                self._fail(f"nested too deep (more than {CEILING.depth} levels of '!' and '(')")
+            try:
+                return self._nested()
+            finally:
+                self.depth -= 1
         if self.kind == _OPERAND:
             node = self._operand(self.value)
             self._advance()
             return node
         self._fail(f"unexpected {self._describe()}; expected a pattern, '!' or '('")
         raise AssertionError("unreachable")
+
+    def _nested(self) -> _Node:
+        if self.kind == "!":
+            self._advance()
+            return _Not(self._unary())
+        self._advance()  # '('
+        inner = self._or()
+        if self.kind != ")":
+            self._fail(f"unexpected {self._describe()}; expected ')'")
+        self._advance()
+        return inner
 
     def _operand(self, token: str) -> _Node:
         if not any(char in WILDCARD_CHARS for char in token):

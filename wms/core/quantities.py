@@ -62,7 +62,8 @@ class ValueRefused(InvalidInput):
         self.text = text
         self.kind = kind
         self.problem = problem
-        super().__init__(f"{text!r} is not {kind}: {problem}")
+        shown = repr(text)
+        super().__init__(f"{shown if len(shown) <= 60 else shown[:57] + '...'} is not {kind}: {problem}")
 
 
 def _refuse(text: object, kind: str, problem: str) -> ValueRefused:

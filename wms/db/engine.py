@@ -15,6 +15,7 @@ statement.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -64,9 +65,14 @@ def normalise_url(url: str | URL) -> URL:
     raise ValueError(f"unsupported database URL {u.render_as_string(hide_password=True)!r}")
 
 
-def make_engine(url: str | URL, **kwargs: Any) -> Engine:
+def make_engine(url: str | URL, *, statement_timeout: float = 0, **kwargs: Any) -> Engine:
     """An engine for ``url`` (SQLite, PostgreSQL or MariaDB), ready for use.
 
+    *statement_timeout* (seconds, 0 for none) bounds every statement of the
+    sessions on PostgreSQL (``statement_timeout``) and MariaDB
+    (``max_statement_time``, and ``innodb_lock_wait_timeout`` for lock
+    waits), so that no request holds locks for long; SQLite has no such
+    setting (its writers wait at most SQLITE_BUSY_TIMEOUT_MS for the lock).
     Extra keyword arguments go to ``sqlalchemy.create_engine``.
     """
     u = normalise_url(url)
@@ -90,7 +96,13 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
         options["isolation_level"] = "READ COMMITTED"
         # GROUP_CONCAT results (pools.get_pools_for_queue) up to the default
         # max_allowed_packet instead of 1 MiB.
-        options["connect_args"] = {"init_command": f"SET SESSION group_concat_max_len = {GROUP_CONCAT_MAX_LEN}"}
+        session = f"SET SESSION group_concat_max_len = {GROUP_CONCAT_MAX_LEN}"
+        if statement_timeout > 0:
+            session += (f", max_statement_time = {statement_timeout:g}"
+                        f", innodb_lock_wait_timeout = {max(1, math.ceil(statement_timeout))}")
+        options["connect_args"] = {"init_command": session}
+    elif statement_timeout > 0:
+        options["connect_args"] = {"options": f"-c statement_timeout={max(1, round(statement_timeout * 1000))}"}
     connect_args = {**options.get("connect_args", {}), **kwargs.pop("connect_args", {})}
     options.update(kwargs)
     if connect_args:
@@ -163,6 +175,23 @@ def is_retryable(exc: BaseException) -> bool:
         return any(text in str(orig).lower() for text in _SQLITE_RETRYABLE_TEXT)
     args = getattr(orig, "args", ())
     return bool(args) and isinstance(args[0], int) and args[0] in _MYSQL_RETRYABLE
+
+
+# PostgreSQL query_canceled (statement_timeout); MariaDB max_statement_time
+# exceeded (ER_STATEMENT_TIMEOUT).
+_PG_TIMEOUT = "57014"
+_MYSQL_TIMEOUT = 1969
+
+
+def is_statement_timeout(exc: BaseException) -> bool:
+    """True when ``exc`` is a statement cancelled by the engine's statement_timeout."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    if orig is None:
+        return False
+    if (getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)) == _PG_TIMEOUT:
+        return True
+    args = getattr(orig, "args", ())
+    return bool(args) and args[0] == _MYSQL_TIMEOUT
 
 
 def insert_ignoring_duplicates(

@@ -25,6 +25,7 @@ from wms.core.complexes import fits
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.jdl import parse_one
+from wms.core.limits import STORED
 from wms.core.match import framework, levels
 from wms.core.match import quotas as quota_layer
 from wms.core.match.choice import WeightedDraw
@@ -377,7 +378,7 @@ def create_usage_rows(runtime: Runtime, debits: list[Debit]) -> None:
 def job_payload(job: dict[str, Any], tq: TaskQueueView, lease: int) -> dict[str, Any]:
     """What the pilot needs to run a claimed job (job_id, jdl, cpu_time, attempt)."""
     job_id, jdl_text = job["job_id"], job["jdl"]
-    description = parse_one(jdl_text, f"job {job_id}")
+    description = parse_one(jdl_text, f"job {job_id}", limits=STORED)
     return {
         "JobID": job_id,
         "Attempt": job["attempt"],

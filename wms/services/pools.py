@@ -86,7 +86,9 @@ def explain_job(runtime: Runtime, job: Job) -> dict[str, Any]:
 
 def match_queues_for_text(runtime: Runtime, identity: Identity, source: str, text: str, now: datetime) -> dict[str, Any]:
     """The queues that could run a JDL (first job of a parametric one), stored nowhere."""
-    parsed = parse_sources([(source, text)], SubmitOptions(), runtime.config.settings.max_jobs_per_submission)
+    settings = runtime.config.settings
+    parsed = parse_sources([(source, text)], SubmitOptions(), settings.max_jobs_per_submission,
+                           settings.limits.core())
     [job] = run_chain(runtime, runtime.chain_env(now), identity, parsed[:1])
     return explain_job(runtime, job)
 

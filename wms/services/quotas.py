@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 
 from wms.core import complexes as cx_rules
 from wms.core.errors import ConfigError, Conflict, Forbidden, InvalidInput, NotFound
+from wms.core.limits import decode_utf8
 from wms.core.identity import Identity
 from wms.core.match.quotas import QuotaRequest
 from wms.core.quotas.evaluate import QuotaRules, limit_value, parse_scope
@@ -67,8 +68,9 @@ def initial_rule_sets(runtime: Runtime) -> list[RuleSet]:
         directory = Path(runtime.config.directory) / "rqs"
         for path in sorted(directory.glob("*.rqs")) if directory.is_dir() else []:
             try:
-                found = parse_rule_sets(path.read_text(), runtime.complexes, source=str(path))
-            except QuotaSyntaxError as exc:
+                text = decode_utf8(path.read_bytes(), str(path))
+                found = parse_rule_sets(text, runtime.complexes, source=str(path))
+            except InvalidInput as exc:  # QuotaSyntaxError, or not UTF-8
                 raise ConfigError(exc.message, where=exc.where) from None
             for rule_set in found:
                 if any(s.name == rule_set.name for s in sets):

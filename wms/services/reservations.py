@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from wms.core import complexes as cx_rules
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound, WmsError
 from wms.core.identity import Identity
+from wms.core.limits import parse_id
 from wms.core.match import levels
 from wms.core.match.context import LevelValues
 from wms.core.scopes import host_scope
@@ -335,7 +336,7 @@ def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = Non
 
 def _selected(selector: str, row: dict[str, Any]) -> bool:
     if selector.isdigit():
-        return int(selector) == row["ar_id"]
+        return parse_id(selector) == row["ar_id"]
     return bool(row["name"]) and match_pattern(selector, row["name"])
 
 
@@ -343,7 +344,10 @@ def _selected(selector: str, row: dict[str, Any]) -> bool:
 def _resolve(conn: Connection, selector: str, owners: list[str]) -> list[int]:
     """An id names any reservation; a name (wildcards allowed) only those of ``owners`` (qrdel(1))."""
     if str(selector).isdigit():
-        return [int(selector)]
+        ar_id = parse_id(str(selector))
+        if ar_id is None:
+            raise NotFound(f"advance reservation {selector} does not exist")
+        return [ar_id]
     rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
     found = [r["ar_id"] for r in rows if r["name"] and match_pattern(selector, r["name"])
              and any(match_pattern(o, r["owner"]) for o in owners)]

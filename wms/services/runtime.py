@@ -40,7 +40,9 @@ class Runtime:
         chain = build_chain(list(config.settings.optimizers))
         runtime = cls(config=config, engine=None, chain=chain)
         check_complex_values(config, runtime.complexes)
-        runtime.engine = engine if engine is not None else make_engine(config.settings.database_url)
+        runtime.engine = engine if engine is not None else make_engine(
+            config.settings.database_url, statement_timeout=config.settings.limits.statement_timeout
+        )
         runtime.caches.verified_tokens.ttl = float(config.settings.token_cache_seconds)
         return runtime
 

@@ -16,7 +16,8 @@ from typing import Any, Iterable, Mapping
 
 from wms.core import jdl, pools
 from wms.core.classad import render_record
-from wms.core.errors import InvalidInput, WmsError
+from wms.core.errors import InvalidInput, TooLarge, WmsError
+from wms.core.limits import DEFAULT as DEFAULT_LIMITS, Limits
 from wms.core.optimizers import ChainEnv, Job
 from wms.core.identity import Identity
 from wms.core.states import JobStatus
@@ -66,19 +67,30 @@ class SubmitOptions:
 
 
 def parse_sources(
-    sources: Iterable[tuple[str, str]], options: SubmitOptions, limit: int
+    sources: Iterable[tuple[str, str]], options: SubmitOptions, limit: int, limits: Limits = DEFAULT_LIMITS
 ) -> list[tuple[str, jdl.JobDescription]]:
-    """Every job of every JDL text, with its source name (``file.jdl`` or ``file.jdl[3]``)."""
+    """Every job of every JDL text, with its source name (``file.jdl`` or ``file.jdl[3]``).
+
+    At most *limit* jobs in all (max_jobs_per_submission): a bulk list longer
+    than that is refused before any JDL is read, and a parametric JDL before
+    its jobs are made. *limits* bound each text (wms.core.limits).
+    """
+    sources = list(sources)
+    if len(sources) > limit:
+        raise TooLarge(f"too many jobs in one submission: {len(sources)} JDLs, more than {limit} "
+                       "(max_jobs_per_submission)")
     overrides = options.overrides()
     out: list[tuple[str, jdl.JobDescription]] = []
-    for source, text in sources:
-        descriptions = jdl.parse_jdl(text, source, overrides=overrides)
+    for n, (source, text) in enumerate(sources):
+        # each JDL after this one is at least one more job
+        room = limit - len(out) - (len(sources) - n - 1)
+        descriptions = jdl.parse_jdl(text, source, overrides=overrides, limits=limits, max_jobs=room)
         if len(descriptions) == 1:
             out.append((source, descriptions[0]))
         else:
             out.extend((f"{source}[{i}]", d) for i, d in enumerate(descriptions))
         if len(out) > limit:
-            raise InvalidInput(f"too many jobs in one submission: more than {limit} (max_jobs_per_submission)")
+            raise TooLarge(f"too many jobs in one submission: more than {limit} (max_jobs_per_submission)")
     if not out:
         raise InvalidInput("nothing to submit: no job description given")
     return out
@@ -121,7 +133,8 @@ def submit_jobs(
     now: datetime,
 ) -> list[int]:
     """Submit every job of ``sources`` (name, JDL text); returns their ids in order."""
-    parsed = parse_sources(sources, options, runtime.config.settings.max_jobs_per_submission)
+    settings = runtime.config.settings
+    parsed = parse_sources(sources, options, settings.max_jobs_per_submission, settings.limits.core())
     complexes_service.sync(runtime)
     env = runtime.chain_env(now)
     jobs = run_chain(runtime, env, identity, parsed)

@@ -100,7 +100,10 @@ def make_window(now: datetime, start: datetime | None, end: datetime | None, dur
         if abs(actual - duration) >= 1:
             raise InvalidInput(REASON_DISSONANT.format(start=_show(begin), end=_show(end),
                                                        duration=format_time(duration), actual=format_time(actual)))
-    finish = end if end is not None else begin + timedelta(seconds=_given(duration))
+    try:
+        finish = end if end is not None else begin + timedelta(seconds=_given(duration))
+    except (OverflowError, ValueError):  # past datetime's year 9999, or an infinite duration
+        raise InvalidInput(f"the duration {format_time(_given(duration))} ends past the year 9999") from None
     if finish <= begin:
         raise InvalidInput(REASON_END_BEFORE_START.format(end=_show(finish), start=_show(begin)))
     if finish <= now:

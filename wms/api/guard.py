@@ -1,0 +1,250 @@
+"""The API's outer guard: what every request goes through before a route.
+
+An ASGI middleware, so that it acts before FastAPI reads or parses a body:
+
+1. the path and query may not hold a NUL (``%00``);
+2. a body larger than ``limits.request_bytes`` is refused with 413, from its
+   Content-Length before anything is read, else while it is read (chunked
+   bodies have no Content-Length);
+3. a request with a body must carry a valid token before the body is read
+   (the route checks the role again, as for any request);
+4. the body is read, counted, and scanned as bytes: JSON nested deeper than
+   ``limits.depth`` is refused, and when a NUL or a lone surrogate may be in
+   it (``\\u0000``, ``\\udXXX``, or raw surrogate bytes that Python's JSON
+   reader would let through) the strings are checked one by one and the first
+   bad one named (``jdls.0.text:3:14: NUL character ...``);
+5. an exception no handler knows is logged with a request id and answered
+   as a JSON 500 carrying that id: the process and the connection live on.
+
+Every refusal has the API's one error shape (:func:`error_response`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from wms.api.deps import _bearer, get_now
+from wms.core.errors import InvalidInput, TooLarge, Unauthorized, WmsError
+from wms.core.limits import find_bad_character
+from wms.services.runtime import Runtime
+from wms.services.tokens import authenticate, verified_recently
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+log = logging.getLogger("wms.api")
+
+#: Stack of each thread that runs a request, set by `wms server` before the
+#: threads start: deep enough for any text wms.core.limits lets through, with
+#: room to spare should a pre-scan miss a case.
+REQUEST_THREAD_STACK = 64 * 1024 * 1024
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# JSON escapes of NUL and of surrogates, and raw UTF-8-encoded surrogates
+# (json.loads reads bytes with "surrogatepass")
+_SUSPECT_RE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})|\xed[\xa0-\xbf]")
+_JSON_SCAN_RE = re.compile(rb'"(?:[^"\\]|\\.)*+"|(?P<open>[\[{])|(?P<close>[\]}])', re.S)
+_QUERY_NUL_RE = re.compile(rb"%00")
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """*text* on one line: control characters (a newline in a name the
+    caller sent, say) written as escapes (``\\n``, ``\\x00``)."""
+    if _CONTROL_RE.search(text) is None:
+        return text
+    return _CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def error_response(exc: WmsError) -> JSONResponse:
+    """The API's one error shape: ``{"detail": "one line"}`` with the error's status."""
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return JSONResponse({"detail": one_line(str(exc))}, status_code=int(exc.status), headers=headers)
+
+
+def internal_error_response(request_id: str) -> JSONResponse:
+    return JSONResponse(
+        {"detail": f"internal server error (request id {request_id}; the server log has the details)",
+         "request_id": request_id},
+        status_code=500,
+        headers={"X-Request-ID": request_id},
+    )
+
+
+def json_depth(body: bytes, limit: int) -> bool:
+    """True when the JSON *body* nests no deeper than *limit* (strings skipped)."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return True
+    depth = 0
+    for match in _JSON_SCAN_RE.finditer(body):
+        kind = match.lastgroup
+        if kind == "open":
+            depth += 1
+            if depth > limit:
+                return False
+        elif kind == "close":
+            depth -= 1
+    return True
+
+
+def first_bad_string(value: Any, path: str = "") -> str | None:
+    """``path:line:col: what`` for the first string in a JSON value holding a
+    NUL or a lone surrogate (keys included), or None."""
+    if isinstance(value, str):
+        found = find_bad_character(value)
+        if found is None:
+            return None
+        line, col, what = found
+        return f"{path or 'body'}:{line}:{col}: {what} is not allowed"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            shown = key if key.isprintable() and len(key) <= 40 else repr(key[:40])
+            where = f"{path}.{shown}" if path else shown
+            found_key = first_bad_string(key, f"{path or 'body'}: a key")
+            if found_key is not None:
+                return found_key
+            found_item = first_bad_string(item, where)
+            if found_item is not None:
+                return found_item
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            found_item = first_bad_string(item, f"{path}.{n}" if path else str(n))
+            if found_item is not None:
+                return found_item
+    return None
+
+
+class InputGuard:
+    """The middleware; *runtime* gives the limits and authenticates tokens."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.guarded(scope, receive, tracking_send)
+        except Exception:  # noqa: BLE001 - the last resort: logged, answered, never fatal
+            request_id = uuid.uuid4().hex[:16]
+            log.exception("request %s failed: %s %s", request_id, scope.get("method"), scope.get("path"))
+            if not started:
+                await internal_error_response(request_id)(scope, receive, send)
+
+    async def guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = self.check_url(scope)
+        if refusal is not None:
+            await error_response(refusal)(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers", ())}
+        length_header = headers.get(b"content-length")
+        chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
+        has_body = chunked or (length_header is not None and length_header.strip() not in (b"", b"0"))
+        if not has_body and scope.get("method") not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        limits = self.runtime.config.settings.limits
+        limit = limits.request_bytes
+        if length_header is not None and not chunked:
+            text = length_header.strip()
+            if not text.isdigit():
+                await error_response(InvalidInput("Content-Length is not a number"))(scope, receive, send)
+                return
+            if len(text) > 18 or int(text) > limit:
+                await error_response(self.too_large(limit))(scope, receive, send)
+                return
+        if has_body:
+            refusal = await self.authenticate(scope)
+            if refusal is not None:
+                await error_response(refusal)(scope, receive, send)
+                return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await error_response(self.too_large(limit))(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        refusal = self.check_body(body, limits.depth)
+        if refusal is not None:
+            await error_response(refusal)(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    @staticmethod
+    def too_large(limit: int) -> TooLarge:
+        return TooLarge(f"request body too large: more than {limit} bytes (limits.request_bytes)")
+
+    @staticmethod
+    def check_url(scope: Scope) -> WmsError | None:
+        path = scope.get("path", "")
+        found = find_bad_character(path)
+        if found is not None:
+            return InvalidInput(f"path: {found[2]} is not allowed")
+        if _QUERY_NUL_RE.search(scope.get("query_string", b"")):
+            return InvalidInput("query: NUL character (U+0000) is not allowed")
+        return None
+
+    async def authenticate(self, scope: Scope) -> WmsError | None:
+        """The token's check that every route makes, made before the body is read."""
+        request = Request(scope)
+        try:
+            token = _bearer(request)
+            now = get_now(request)
+            cache = self.runtime.caches.verified_tokens
+            if not verified_recently(token, now, cache):      # most requests: no thread, no database
+                await anyio.to_thread.run_sync(authenticate, self.runtime.engine, token, now, cache)
+        except Unauthorized as exc:
+            return exc
+        return None
+
+    @staticmethod
+    def check_body(body: bytes, depth: int) -> WmsError | None:
+        if not json_depth(body, depth):
+            return InvalidInput(f"body: JSON nested too deep: more than {depth} levels (limits.depth)")
+        if _SUSPECT_RE.search(body) is None:
+            return None
+        try:
+            value = json.loads(body)
+        except (ValueError, RecursionError):
+            return None  # not JSON: the route's own reading refuses it
+        found = first_bad_string(value)
+        return InvalidInput(found) if found is not None else None
