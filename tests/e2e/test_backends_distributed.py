@@ -33,13 +33,17 @@ from tests.e2e.backend_queues import (
     stop_backend_pilots,
 )
 from tests.e2e.processes import celery, stop
-from tests.e2e.scenario import MANAGER, USER, environment, wait_until, write_config
+from tests.e2e.scenario import MANAGER, USER, WMS_YAML, environment, wait_until, write_config
 from tests.servers import ServerHandle, free_port
 
 JOBS = 12
 # Minutes, not seconds: the machine may be busy, and the pilots wait 5 s
 # between empty answers (their defaults under Celery).
 DEADLINE = 300
+# The SiteDirector's Celery time limits follow its period (soft 80 %, at
+# least 5 s): a cycle here runs two sbatch and an ssh on a busy machine.
+AGENT_PERIODS = WMS_YAML["agent_periods"].replace("site_director: 2,", "site_director: 10,")
+assert AGENT_PERIODS != WMS_YAML["agent_periods"]
 
 
 def test_slurm_and_ssh_pilots_run_every_job_under_celery(tmp_path, database_factory, private_redis,
@@ -52,7 +56,8 @@ def test_slurm_and_ssh_pilots_run_every_job_under_celery(tmp_path, database_fact
     # An absolute pilot_log_dir: the worker writes there (Slurm pilots too),
     # the server reads it for `wms pilots --output` (docs/deployment.md).
     config = write_config(tmp_path, database_url=database_url, broker_url=private_redis.url(0),
-                          bind=url.removeprefix("http://"), pilot_log_dir=str(pilot_logs))
+                          bind=url.removeprefix("http://"), pilot_log_dir=str(pilot_logs),
+                          agent_periods=AGENT_PERIODS)
     (config / "resources.yaml").write_text(resources(slurm_cluster, ssh_server, node_dir))
     env = environment(tmp_path, config, url)
     server = ServerHandle(tmp_path, config, url, env)
