@@ -24,6 +24,8 @@ import threading
 from datetime import datetime
 from typing import Any, Callable
 
+from billiard.exceptions import SoftTimeLimitExceeded
+
 from wms.core.scheduling import parameter
 from wms.services import pilots as pilots_service
 from wms.services.computing_elements import DEFAULT_BACKEND, PilotLauncher
@@ -67,6 +69,13 @@ def site_director(runtime: Runtime, now: datetime, *, launcher: PilotLauncher) -
                                                  launcher.pilot_options)
                 pilots_service.launch_pilots(runtime, launcher, ref, backend_name, reserved, argv, now,
                                              pilots_service.backend_options(backend, vo_params))
+            except SoftTimeLimitExceeded:
+                # Celery's soft time limit: the run's time is up. Going on to
+                # the next queues, the hard limit would kill it midway (pilots
+                # recorded without a backend reference, perhaps started).
+                log.warning("SiteDirector: out of time during the submission to %s for %s; the next run goes on",
+                            ref.name, vo)
+                raise
             except Exception as exc:  # noqa: BLE001 - one queue's failure must not stop the others
                 log.exception("SiteDirector: submission to %s for %s failed", ref.name, vo)
                 report["errors"][ref.name] = str(exc)

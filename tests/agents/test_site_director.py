@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from billiard.exceptions import SoftTimeLimitExceeded
 
 from agents.site_director import site_director
 from tests.helpers import ADMIN, ANDRE, CONFIG_DIR, ROLAND, default_config
@@ -337,3 +338,28 @@ def test_pilot_output_is_the_tail_of_its_log(runtime, now, tmp_path, monkeypatch
     assert pilots_service.pilot_output(runtime, "p1") == "(the last 10 bytes of 61)\nxxxxx\nend\n"
     with pytest.raises(NotFound, match="no such pilot: p2"):
         pilots_service.pilot_output(runtime, "p2")
+
+
+class OutOfTimeBackend(RecordingBackend):
+    """Celery's soft time limit strikes during the first submission."""
+
+    def submit_pilots(self, queue_ref, count, pilot_args):
+        super().submit_pilots(queue_ref, count, pilot_args)
+        raise SoftTimeLimitExceeded()
+
+
+@pytest.mark.databases
+def test_a_soft_time_limit_ends_the_run_instead_of_going_on_to_the_next_queue(runtime, now):
+    """Under Celery the run's time is up: going on to the next queues would
+    be killed by the hard limit midway, leaving pilots recorded without a
+    backend reference (counted for ten minutes) that may run all the same."""
+    backend = OutOfTimeBackend()
+    launcher = PilotLauncher(url="http://127.0.0.1:9", backends={"local": backend})
+    submit(runtime, now, *['[ Executable = "/bin/true"; CPUTime = 300; ]'] * 4)     # eligible on several queues
+    assert len(pilots_service.waiting_jobs_per_queue(runtime)) > 1
+    with pytest.raises(SoftTimeLimitExceeded):
+        site_director(runtime, now, launcher=launcher)
+    [(queue, count, _)] = backend.submissions
+    pilots = recorded(runtime)
+    assert [p["state"] for p in pilots] == ["Aborted"] * count, pilots
+    assert {f"{p['site']}/{p['ce']}/{p['queue']}" for p in pilots} == {queue}

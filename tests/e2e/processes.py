@@ -38,6 +38,20 @@ def tail(path: Path, size: int = 3000) -> str:
         return ""
 
 
+def tails(logs: list[Path], size: int = 3000) -> str:
+    """The tails of ``logs`` for a failure message; a directory stands for
+    the ``*.log`` files in it (pilot logs appear while the test runs), the
+    most recent few, shorter."""
+    shown = []
+    for log in logs:
+        if log.is_dir():
+            files = sorted(log.glob("*.log"), key=lambda f: f.stat().st_mtime)[-4:]
+            shown += [f"--- {f.parent.name}/{f.name}\n{tail(f, size // 3)}" for f in files]
+        else:
+            shown.append(f"--- {log.name}\n{tail(log, size)}")
+    return "\n".join(shown)
+
+
 def stop(process: subprocess.Popen | None, timeout: float = 15) -> None:
     """SIGTERM (a warm shutdown for Celery), SIGKILL when it does not end."""
     if process is None or process.poll() is not None:

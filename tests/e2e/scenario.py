@@ -32,7 +32,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from tests.e2e.processes import kill_pilots, pilot_process, tail
+from tests.e2e.processes import kill_pilots, pilot_process, tails
 from tests.helpers import CONFIG_DIR
 from tests.servers import ServerHandle
 from wms.db import schema
@@ -151,8 +151,7 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float, logs: list[P
         if last:
             return last
         time.sleep(every)
-    shown = "\n".join(f"--- {log.name}\n{tail(log)}" for log in logs)
-    raise AssertionError(f"{what}: not within {timeout} s (last: {str(last)[:1500]})\n{shown}")
+    raise AssertionError(f"{what}: not within {timeout} s (last: {str(last)[:1500]})\n{tails(logs)}")
 
 
 @dataclass
