@@ -18,7 +18,7 @@ from pathlib import Path
 from agents import site_director
 from agents.registry import AGENTS
 from agents.scheduler import Scheduler
-from wms.cli.client import token_file, write_token_file
+from wms.token_file import token_file, write_token_file
 from wms.config import config_dir_from_env, load_config
 from wms.config.loader import ENV_CONFIG
 from wms.core.errors import ConfigError, Unauthorized, WmsError

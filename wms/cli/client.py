@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from wms.core.limits import decode_utf8
+from wms.token_file import token_file, write_token_file  # noqa: F401  (the CLI's token file)
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 API = "/api/v1"
@@ -34,34 +35,6 @@ def read_text_file(path: str | Path, source: str | None = None) -> str:
 def read_stdin() -> str:
     """Standard input as UTF-8 text (InvalidInput as read_text_file)."""
     return decode_utf8(sys.stdin.buffer.read(), "<stdin>")
-
-
-def token_file() -> Path:
-    return Path(os.environ.get("HOME", str(Path.home()))) / ".config" / "wms" / "token"
-
-
-def write_token_file(token: str, path: Path | None = None) -> Path:
-    """Keep ``token`` in ``path`` (default ~/.config/wms/token): the file is
-    created 0600 in a 0700 directory and is never readable by others, not
-    even for a moment (umask 077, ``os.open`` with the mode, then an atomic
-    rename over the old file); an existing directory is narrowed to 0700."""
-    path = path or token_file()
-    old_umask = os.umask(0o077)
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o700)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            with os.fdopen(descriptor, "w") as file:
-                file.write(token + "\n")
-            os.replace(temporary, path)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
-    finally:
-        os.umask(old_umask)
-    return path
 
 
 def find_token() -> str:
