@@ -234,9 +234,12 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
         if request.pools is None:
             request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))
         draw, views = candidates(runtime, reader, request)
-        if not views:
-            return MatchResult(None, NO_WAITING)
-        ctx = match_context(runtime, request, now)
+    if not views:
+        return MatchResult(None, NO_WAITING)
+    # After the reader is given back: the quota sets and reservations read
+    # connections of their own, and a request holding two at once could
+    # exhaust the pool under a burst (each request thread may hold one).
+    ctx = match_context(runtime, request, now)
     # Draw the order lazily and evaluate as we go: the first eligible task
     # queue in a weighted random order is a proportional draw among the
     # eligible ones (choice.py), so most requests evaluate a handful of task
