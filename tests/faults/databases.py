@@ -27,6 +27,11 @@ def _as(user: str, argv: list[str]) -> list[str]:
     return ["runuser", "-u", user, "--", *argv] if os.geteuid() == 0 else argv
 
 
+def _keep(log: Path, copy: Path | None) -> None:
+    if copy is not None and log.exists():
+        shutil.copyfile(log, copy)
+
+
 def create_database(admin_url: str) -> None:
     """The database ``wms`` on the server of ``admin_url``."""
     admin = make_engine(admin_url, isolation_level="AUTOCOMMIT")
@@ -72,9 +77,11 @@ class PrivatePostgres:
         """As a power cut would leave it: no checkpoint, recovery at the next start."""
         self._ctl("-m", "immediate", "-w", "stop")
 
-    def close(self) -> None:
+    def close(self, keep_log: Path | None = None) -> None:
+        """Stop it and remove its files; its log is copied to ``keep_log`` first (for a failure report)."""
         subprocess.run(_as("postgres", [str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
                                         "stop"]), capture_output=True)
+        _keep(self.log, keep_log)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -128,6 +135,8 @@ class PrivateMariaDB:
             self.process.wait()
             self.process = None
 
-    def close(self) -> None:
+    def close(self, keep_log: Path | None = None) -> None:
+        """Stop it and remove its files; its log is copied to ``keep_log`` first (for a failure report)."""
         self.crash()
+        _keep(self.log, keep_log)
         shutil.rmtree(self.root, ignore_errors=True)
