@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 
-from tests.helpers import EXAMPLES, REPO
+from tests.helpers import EXAMPLES, REPO, patience
 from tests.servers import WMS, free_port, wait_for
 
 
@@ -145,7 +145,7 @@ def test_up_writes_a_manager_token_and_stops_on_ctrl_c(tmp_path):
         assert listing.returncode == 0 and listing.stdout.strip() == "[]"
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=15) == 0
+        assert process.wait(timeout=patience(60)) == 0
 
 
 def test_a_configuration_error_stops_the_server_before_it_starts(tmp_path):
