@@ -18,6 +18,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from tests.e2e.processes import missing_service, tail
+from tests.helpers import patience
 from tests.servers import free_port
 from wms.db.engine import make_engine
 
@@ -71,7 +72,7 @@ class PrivatePostgres:
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
-        self._ctl("-o", options, "-l", str(self.log), "-w", "-t", "60", "start")
+        self._ctl("-o", options, "-l", str(self.log), "-w", "-t", str(int(patience(120))), "start")
 
     def crash(self) -> None:
         """As a power cut would leave it: no checkpoint, recovery at the next start."""
@@ -114,7 +115,7 @@ class PrivateMariaDB:
                  f"--socket={self.root / 'mariadb.sock'}", "--bind-address=127.0.0.1", "--skip-name-resolve",
                  f"--pid-file={self.root / 'mariadb.pid'}", "--max-connections=200", *user],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + patience(120)
         while True:
             engine = make_engine(self.url(""), pool_size=1, connect_args={"connect_timeout": 1})
             try:
