@@ -59,6 +59,16 @@ def run_concurrently(work, count: int) -> tuple[list, list]:
     return results, errors
 
 
+def interruptible() -> None:
+    """``preexec_fn`` for a child the test stops with SIGINT (Ctrl-C): the
+    default disposition, so that Python turns it into KeyboardInterrupt
+    even when the test run itself ignores SIGINT (as a shell's background
+    job, or a CI runner, may), which the child would inherit."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 # -- waiting ------------------------------------------------------------------------
 
 T = TypeVar("T")

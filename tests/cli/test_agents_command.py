@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from tests.helpers import REPO, patience, tail, wait_until
+from tests.helpers import REPO, interruptible, patience, tail, wait_until
 
 RUNNING = "running lease_reaper, reservation_manager, site_director, submit_pool_cleaner, submit_pool_refresher"
 
@@ -18,7 +18,8 @@ def test_wms_agents_runs_and_stops_on_ctrl_c(tmp_path):
     subprocess.run([*wms, "db", "upgrade"], env=env, cwd=REPO, check=True, capture_output=True)
     log = tmp_path / "agents.log"
     with log.open("w") as err:
-        process = subprocess.Popen([*wms, "agents"], env=env, cwd=REPO, stderr=err, text=True)
+        process = subprocess.Popen([*wms, "agents"], env=env, cwd=REPO, stderr=err, text=True,
+                                   preexec_fn=interruptible)
     try:
         # Started (however long a loaded machine takes), and still running.
         wait_until(lambda: RUNNING in log.read_text() or process.poll() is not None, timeout=60,
