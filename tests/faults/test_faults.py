@@ -42,8 +42,15 @@ from wms.db.engine import make_engine
 from wms.db.schema import job_debits, resource_usage
 
 JOBS = 60
-FAULT_SETTINGS = {"heartbeat_timeout": "30", "match_lease": "15"}
 OUTAGE = 9.0
+# A job is presumed lost (Stalled, then run again) when its pilot has been
+# silent for heartbeat_timeout. A pilot is silent while the schedule keeps
+# the server or its database away: OUTAGE, the server's restart, the
+# database's crash and recovery, which on a loaded machine took 30 s
+# together, then up to 30 s more until its next try (the pilot's retries
+# back off to PATIENCE_STEP_MAX). The timeout must exceed that, or a job
+# that ended during the outage runs twice; the 30 s it once was did not.
+FAULT_SETTINGS = {"heartbeat_timeout": str(round(patience(90))), "match_lease": "15"}
 QUOTA_SET = "{\n name per_user\n enabled true\n limit users {*} to slots=100\n}\n"
 
 
