@@ -9,12 +9,19 @@ every table is emptied before each test.
 
 An unreachable server skips its tests with the reason, unless the
 environment variable CI is "true": then the test fails, naming the server.
+
+A failing test that started processes logging into its ``tmp_path`` (the
+server, Celery worker and beat, Redis, the pilots under ``var/pilots``)
+gets the tails of those logs in its report, and of any log it registered
+with the ``failure_logs`` fixture (e.g. a database server's, kept outside
+``tmp_path``): a failure under CI explains itself.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from datetime import datetime, timezone
 
@@ -23,6 +30,7 @@ from hypothesis import HealthCheck, settings
 from sqlalchemy import Engine, delete, text
 from sqlalchemy.engine import make_url
 
+from tests.helpers import tail
 from wms.db import migrate, schema, scratch
 from wms.db.engine import make_engine
 
@@ -181,3 +189,52 @@ def ssh_server():
     from tests.sshd_server import SshServer, why_not_runnable
 
     yield from _own_service(why_not_runnable, SshServer)
+
+
+# -- the logs of a failed test --------------------------------------------------------
+
+FAILURE_LOGS = pytest.StashKey[list]()
+LOG_TAIL = 4000          # characters of each log
+PILOT_LOGS_SHOWN = 8     # the most recently written pilot logs
+PILOT_LOG_TAIL = 2000
+
+
+@pytest.fixture
+def failure_logs(request: pytest.FixtureRequest) -> list[Path]:
+    """Append paths of logs to show should the test fail (beyond its tmp_path's)."""
+    return request.node.stash.setdefault(FAILURE_LOGS, [])
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def failed_test_logs(item: pytest.Item) -> str:
+    """The tails of the logs a test's processes wrote, newest pilot logs first."""
+    paths: list[Path] = list(item.stash.get(FAILURE_LOGS, []))
+    tmp_path = getattr(item, "funcargs", {}).get("tmp_path")
+    if isinstance(tmp_path, Path) and tmp_path.is_dir():
+        paths += sorted(p for p in tmp_path.rglob("*.log") if p.is_file())
+    pilots = sorted((p for p in paths if p.parent.name == "pilots"), key=_mtime, reverse=True)
+    others = [p for p in dict.fromkeys(paths) if p.parent.name != "pilots"]
+    parts = [f"--- {p} ---\n{tail(p, LOG_TAIL)}" for p in others]
+    parts += [f"--- {p} ---\n{tail(p, PILOT_LOG_TAIL)}" for p in pilots[:PILOT_LOGS_SHOWN]]
+    if len(pilots) > PILOT_LOGS_SHOWN:
+        parts.append(f"({len(pilots) - PILOT_LOGS_SHOWN} older pilot logs not shown, in {pilots[0].parent})")
+    return "\n".join(parts)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when in ("setup", "call"):
+        try:
+            shown = failed_test_logs(item)
+        except Exception as exc:  # noqa: BLE001 - never hide the failure itself
+            shown = f"(the logs could not be read: {exc})"
+        if shown:
+            report.sections.append(("log tails of the test's processes", shown))

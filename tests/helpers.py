@@ -1,9 +1,23 @@
-"""Shared test helpers: the default configuration and callers."""
+"""Shared test helpers: the default configuration, callers, and waiting.
+
+Waiting: a test never sleeps and then asserts. It polls a condition with
+:func:`wait_until` (or :func:`eventually`) until a deadline, and every
+deadline goes through :func:`patience`, which multiplies it by the factor
+in the environment variable ``WMS_TEST_PATIENCE`` (default 1). The
+deadlines are generous already (a loaded 2-core machine meets them); a
+slower machine raises the factor rather than the tests' numbers. A
+deadline only bounds how long a failing test takes: a passing one goes on
+as soon as its condition holds.
+"""
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, TypeVar
 
 from wms.config import Config, load_config
 from wms.core.identity import Identity
@@ -48,3 +62,83 @@ def run_concurrently(work, count: int) -> tuple[list, list]:
     for t in threads:
         t.join()
     return results, errors
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a child the test stops with SIGINT (Ctrl-C): the
+    default disposition, so that Python turns it into KeyboardInterrupt
+    even when the test run itself ignores SIGINT (as a shell's background
+    job, or a CI runner, may), which the child would inherit."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# -- waiting ------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def patience_factor() -> float:
+    """``WMS_TEST_PATIENCE`` (a positive number), 1 when unset."""
+    raw = os.environ.get("WMS_TEST_PATIENCE", "").strip()
+    if not raw:
+        return 1.0
+    try:
+        factor = float(raw)
+    except ValueError:
+        raise ValueError(f"WMS_TEST_PATIENCE must be a number, not {raw!r}") from None
+    if factor <= 0:
+        raise ValueError(f"WMS_TEST_PATIENCE must be positive, not {raw!r}")
+    return factor
+
+
+def patience(seconds: float) -> float:
+    """A deadline of ``seconds``, scaled by the patience factor."""
+    return seconds * patience_factor()
+
+
+def tail(path: Path, size: int = 3000) -> str:
+    """The last ``size`` characters of a text file ("" when it cannot be read)."""
+    try:
+        return Path(path).read_text(errors="replace")[-size:]
+    except OSError:
+        return ""
+
+
+def log_tails(logs: Iterable[Path], size: int = 3000) -> str:
+    """Each log's name and tail, for a failure message."""
+    return "\n".join(f"--- {Path(log).name} ({log})\n{tail(log, size)}" for log in logs)
+
+
+def wait_until(check: Callable[[], T], timeout: float = 30, what: str = "the condition", every: float = 0.05,
+               details: Callable[[], str] | None = None) -> T:
+    """Poll ``check()`` until it returns something true, and return that.
+
+    After ``patience(timeout)`` seconds it raises AssertionError naming
+    ``what``, the last value seen and ``details()`` (e.g. log tails).
+    ``check`` may itself raise to fail at once.
+    """
+    limit = patience(timeout)
+    deadline = time.monotonic() + limit
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            extra = f"\n{details()}" if details is not None else ""
+            raise AssertionError(f"{what}: not within {limit:g} s (last: {str(last)[:1500]}){extra}")
+        time.sleep(every)
+
+
+def eventually(assertion: Callable[[], Any], timeout: float = 30, every: float = 0.05) -> Any:
+    """Run ``assertion()`` until it stops raising AssertionError; after
+    ``patience(timeout)`` seconds its last AssertionError propagates."""
+    deadline = time.monotonic() + patience(timeout)
+    while True:
+        try:
+            return assertion()
+        except AssertionError:
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(every)

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from tests.helpers import CONFIG_DIR, REPO
+from tests.helpers import CONFIG_DIR, REPO, patience
 
 WMS = [sys.executable, "-m", "wms.cli.main"]
 
@@ -37,8 +37,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(url: str, process: subprocess.Popen, timeout: float = 30, log: Path | None = None) -> None:
-    """Until ``url``/api/v1/health answers 200; fails early when ``process`` exits."""
+def wait_for(url: str, process: subprocess.Popen, timeout: float = 90, log: Path | None = None) -> None:
+    """Until ``url``/api/v1/health answers 200 (within ``timeout`` seconds scaled by
+    WMS_TEST_PATIENCE); fails early when ``process`` exits."""
+    timeout = patience(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -48,7 +50,7 @@ def wait_for(url: str, process: subprocess.Popen, timeout: float = 30, log: Path
                 detail = log.read_text() if log is not None and log.exists() else ""
             raise RuntimeError(f"server exited with {process.returncode}: {detail}")
         try:
-            if httpx.get(url + "/api/v1/health", timeout=1).status_code == 200:
+            if httpx.get(url + "/api/v1/health", timeout=5).status_code == 200:
                 return
         except httpx.TransportError:
             pass
@@ -77,7 +79,7 @@ class ServerHandle:
         if token is not None:
             env["WMS_TOKEN"] = token
         return subprocess.run([*WMS, *args], env=env, capture_output=True, text=True, input=stdin,
-                              timeout=timeout, cwd=REPO)
+                              timeout=patience(timeout), cwd=REPO)
 
     __call__ = wms
 
@@ -115,7 +117,7 @@ class ServerHandle:
     def api(self, token: str) -> httpx.Client:
         """An HTTP client on ``/api/v1`` with ``token`` (close it, or use it in ``with``)."""
         return httpx.Client(base_url=self.url + "/api/v1", headers={"Authorization": f"Bearer {token}"},
-                            timeout=30)
+                            timeout=patience(60))
 
     # -- the process -------------------------------------------------------------
 
@@ -140,7 +142,7 @@ class ServerHandle:
             return
         self.process.terminate()
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=patience(30))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

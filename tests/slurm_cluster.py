@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.processes import stop
+from tests.helpers import patience
 from tests.servers import free_port
 
 PARTITION = "debug"
@@ -94,7 +95,7 @@ class SlurmCluster:
         """The environment the client commands (sbatch, squeue, ...) need."""
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
-    def start(self, timeout: float = 30) -> "SlurmCluster":
+    def start(self, timeout: float = 60) -> "SlurmCluster":
         for sub in ("state", "spool"):
             (self.dir / sub).mkdir()
         key = self.dir / "munge.key"
@@ -122,6 +123,7 @@ class SlurmCluster:
         return answer.returncode == 0 and answer.stdout.strip() == "idle"
 
     def _wait(self, ready, timeout: float, what: str) -> None:
+        timeout = patience(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for process in self.processes:

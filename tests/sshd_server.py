@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.processes import stop
+from tests.helpers import patience
 from tests.servers import free_port
 
 SSHD_CONFIG = """\
@@ -58,7 +59,7 @@ class SshServer:
         self.known_hosts = self.dir / "known_hosts"
         self.process: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 20) -> "SshServer":
+    def start(self, timeout: float = 60) -> "SshServer":
         for key in (self.dir / "host_key", self.client_key):
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
         (self.dir / "authorized_keys").write_text(Path(f"{self.client_key}.pub").read_text())
@@ -71,6 +72,7 @@ class SshServer:
         with open(self.dir / "sshd.log", "wb") as log:
             self.process = subprocess.Popen([sshd_path(), "-D", "-e", "-f", str(config)], stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        timeout = patience(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -161,14 +161,17 @@ def run_agents(config_dir: str | None) -> int:
         print(f"wms: {exc}", file=sys.stderr)
         return 1
     scheduler = Scheduler(runtime, agents={**AGENTS, "site_director": site_director.agent()})
-    print(f"wms agents: running {', '.join(sorted(scheduler.agents))} (Ctrl-C stops)", file=sys.stderr)
-    scheduler.start()
+    # Ctrl-C is a clean stop from the moment "running" is announced: the
+    # announcement comes after the start, inside the handler's reach.
     try:
+        scheduler.start()
+        print(f"wms agents: running {', '.join(sorted(scheduler.agents))} (Ctrl-C stops)", file=sys.stderr)
         while scheduler.is_alive():
             scheduler.join(timeout=0.5)
     except KeyboardInterrupt:
         pass
     finally:
         scheduler.stop()
-        scheduler.join(timeout=10)
+        if scheduler.ident is not None:
+            scheduler.join(timeout=10)
     return 0

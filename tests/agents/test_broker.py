@@ -18,6 +18,7 @@ from kombu.common import ignore_errors
 
 from agents.broker import TRANSPORT, transport_for
 from tests.agents.conftest import REDIS_URL
+from tests.helpers import patience
 
 
 def test_the_transport_is_ours_for_redis_only():
@@ -31,7 +32,7 @@ def test_closing_a_detached_channel_with_an_unacknowledged_message(redis_client)
     connection = Connection(REDIS_URL, transport=TRANSPORT)
     queue = connection.SimpleQueue(name)
     queue.put({"run": "lease_reaper"})
-    message = queue.get(timeout=5)          # delivered, not acknowledged (a run in progress)
+    message = queue.get(timeout=patience(30))   # delivered, not acknowledged (a run in progress)
     assert message.payload == {"run": "lease_reaper"}
     # The state kombu can reach when the broker goes away: the transport
     # already detached from its connection when the channel is closed.

@@ -29,10 +29,10 @@ from agents.celery_app import (
 )
 from agents.locks import acquire, acquire_key, agent_lock, lock_key, release, release_key, renew_key
 from tests.agents.conftest import REDIS_URL
-from tests.helpers import CONFIG_DIR
+from tests.helpers import CONFIG_DIR, patience
 
 BIN = Path(sys.executable).parent
-RESULT_TIMEOUT = 30
+RESULT_TIMEOUT = patience(90)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.helpers import ADMIN, ROLAND, as_pilot, run_concurrently
+from tests.helpers import ADMIN, ROLAND, as_pilot, patience, run_concurrently, wait_until
 from wms.core.match.context import PilotRequest
 from wms.services import jobs as jobs_service
 from wms.services import matcher
@@ -59,16 +59,24 @@ def test_two_cleaners_at_once_do_no_harm(runtime, now):
 
 
 def test_the_scheduler_runs_each_agent_on_its_period(runtime, now):
-    calls = []
-    agents = {"fast": lambda rt, when: calls.append("fast"), "slow": lambda rt, when: calls.append("slow")}
-    scheduler = Scheduler(runtime, agents=agents, periods={"fast": 0.05, "slow": 10})
+    calls: list[tuple[str, float]] = []
+    agents = {"fast": lambda rt, when: calls.append(("fast", time.monotonic())),
+              "slow": lambda rt, when: calls.append(("slow", time.monotonic()))}
+    scheduler = Scheduler(runtime, agents=agents, periods={"fast": 0.05, "slow": 3600})
     scheduler.start()
-    time.sleep(0.5)
-    scheduler.stop()
-    scheduler.join(timeout=5)
+    try:
+        # Polled, not slept: a loaded machine may take a while to give the thread its turns.
+        wait_until(lambda: [name for name, _ in calls].count("fast") >= 4, timeout=30,
+                   what="the fast agent has run 4 times", details=lambda: str(calls))
+    finally:
+        scheduler.stop()
+        scheduler.join(timeout=patience(10))
     assert not scheduler.is_alive()
-    # Both run at start; then only the fast one comes round again.
-    assert calls.count("fast") >= 4 and calls.count("slow") == 1
+    # Both run at start; then only the fast one comes round again, never sooner than its period.
+    names = [name for name, _ in calls]
+    assert names.count("fast") >= 4 and names.count("slow") == 1, names
+    fast = [t for name, t in calls if name == "fast"]
+    assert all(b - a >= 0.05 for a, b in zip(fast, fast[1:])), fast
 
 
 def test_a_failing_agent_does_not_stop_the_others(runtime):

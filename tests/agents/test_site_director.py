@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import yaml
 from billiard.exceptions import SoftTimeLimitExceeded
 
 from agents.site_director import site_director
-from tests.helpers import ADMIN, ANDRE, CONFIG_DIR, ROLAND, default_config
+from tests.helpers import ADMIN, ANDRE, CONFIG_DIR, ROLAND, default_config, log_tails, wait_until
 from tests.pilot_backends import wait_jobs_done
 from tests.servers import running_server
 from wms.config import load_config
@@ -258,9 +257,8 @@ def test_local_backend_runs_pilots_as_processes_with_the_token_in_the_environmen
         assert b"wms_secret" not in cmdline
     except FileNotFoundError:
         pass
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and "Running" in backend.status([bad, good]).values():
-        time.sleep(0.1)
+    wait_until(lambda: "Running" not in backend.status([bad, good]).values(), timeout=60,
+               what="both pilots ended", details=lambda: log_tails((tmp_path / "pilots").glob("*.log")))
     assert backend.status([bad, good]) == {bad: "Failed", good: "Done"}
     # Another process on this host (no Popen handle) reads the exit status file.
     LocalBackend._children.clear()
@@ -289,17 +287,17 @@ def test_end_to_end_local_pilots_run_the_jobs(tmp_path):
         assert report["submitted"] == {LOCAL: 2}, report                # MaxWaitingPilots of the local queue
         assert report["errors"] == {}
 
-        deadline = time.monotonic() + 40
         rows = wait_jobs_done(server, ids, roland)
         assert [r["Status"] for r in rows] == ["Done"] * 3, rows
         assert {r["Queue"] for r in rows} == {LOCAL}
 
         # The pilots run out of work and end; the next cycle records it.
-        while time.monotonic() < deadline:
-            report = site_director(runtime, datetime.now(timezone.utc), launcher=launcher)
-            if all(p["State"] in ("Done", "Failed") for p in pilots_service.list_pilots(runtime)):
-                break
-            time.sleep(0.3)
+        def ended() -> bool:
+            site_director(runtime, datetime.now(timezone.utc), launcher=launcher)
+            return all(p["State"] in ("Done", "Failed") for p in pilots_service.list_pilots(runtime))
+
+        wait_until(ended, timeout=120, what="the pilots ended", every=0.3,
+                   details=lambda: log_tails((tmp_path / "pilots").glob("*.log")))
         with server.api(admin) as api:
             shown = api.get("/pilots").json()
         with server.api(roland) as api:

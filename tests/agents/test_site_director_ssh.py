@@ -5,11 +5,10 @@ the node, they run the jobs, and their end and logs come back."""
 from __future__ import annotations
 
 import shutil
-import time
 from datetime import datetime, timezone
 
 from agents.site_director import site_director
-from tests.helpers import CONFIG_DIR
+from tests.helpers import CONFIG_DIR, log_tails, wait_until
 from tests.pilot_backends import wait_jobs_done
 from tests.servers import running_server
 from wms.config import load_config
@@ -55,17 +54,17 @@ def test_ssh_pilots_run_the_jobs_of_their_queue(ssh_server, tmp_path):
         report = site_director(runtime, datetime.now(timezone.utc), launcher=launcher)
         assert report["submitted"] == {QUEUE: 2} and report["errors"] == {}, report
 
-        deadline = time.monotonic() + 60
-        rows = wait_jobs_done(server, ids, roland, timeout=60)
+        rows = wait_jobs_done(server, ids, roland)
         assert [r["Status"] for r in rows] == ["Done"] * 4 and {r["Queue"] for r in rows} == {QUEUE}, rows
         assert server.json("output", str(ids[0]), token=roland)["stdout"] == f"job {ids[0]}\n"
 
-        while time.monotonic() < deadline:
+        def ended() -> list:
             site_director(runtime, datetime.now(timezone.utc), launcher=launcher)
             shown = pilots_service.list_pilots(runtime)
-            if all(p["State"] not in ("Submitted", "Running") for p in shown):
-                break
-            time.sleep(0.3)
+            return shown if all(p["State"] not in ("Submitted", "Running") for p in shown) else []
+
+        shown = wait_until(ended, timeout=120, what="the ssh pilots ended", every=0.3,
+                           details=lambda: log_tails((tmp_path / "pilots").glob("*.log")))
         assert [(p["Backend"], p["State"]) for p in shown] == [("ssh", "Done")] * 2, shown
         assert sum(p["JobsRun"] for p in shown) == 4
         for pilot in shown:

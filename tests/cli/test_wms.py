@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 
-from tests.helpers import EXAMPLES, REPO
+from tests.helpers import EXAMPLES, REPO, interruptible, patience
 from tests.servers import WMS, free_port, wait_for
 
 
@@ -136,7 +136,7 @@ def test_up_writes_a_manager_token_and_stops_on_ctrl_c(tmp_path):
            "WMS_DATABASE_URL": f"sqlite:///{tmp_path / 'up.db'}"}
     env.pop("WMS_TOKEN", None)
     process = subprocess.Popen([*WMS, "up", "--bind", f"127.0.0.1:{port}"], env=env, cwd=REPO,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     try:
         wait_for(env["WMS_URL"], process)
         token_file = tmp_path / ".config" / "wms" / "token"
@@ -146,7 +146,7 @@ def test_up_writes_a_manager_token_and_stops_on_ctrl_c(tmp_path):
         assert listing.returncode == 0 and listing.stdout.strip() == "[]"
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=15) == 0
+        assert process.wait(timeout=patience(60)) == 0
 
 
 def test_a_configuration_error_stops_the_server_before_it_starts(tmp_path):

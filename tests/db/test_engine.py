@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from tests.helpers import patience
 from wms.db.engine import is_retryable, make_engine, normalise_url
 from wms.db.schema import tokens
 
@@ -146,7 +147,7 @@ def _deadlock(engine: Engine) -> BaseException:
         try:
             with engine.begin() as conn:
                 conn.execute(text("UPDATE conflict_probe SET v = v + 1 WHERE k = :k"), {"k": first})
-                barrier.wait(timeout=10)
+                barrier.wait(timeout=patience(60))
                 conn.execute(text("UPDATE conflict_probe SET v = v + 1 WHERE k = :k"), {"k": second})
         except DBAPIError as exc:
             errors.append(exc)
@@ -155,7 +156,7 @@ def _deadlock(engine: Engine) -> BaseException:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=30)
+        t.join(timeout=patience(120))
     assert errors, "no deadlock happened"
     return errors[0]
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, bindparam, func, select, text
 
+from tests.helpers import patience
 from wms.core.errors import NotFound
 from wms.db import jobs as jobs_db
 from wms.db import pools as pools_db
@@ -169,7 +170,7 @@ def test_concurrent_upsert_pool(engine: Engine, now: datetime) -> None:
         def submit() -> None:
             try:
                 with engine.connect() as conn:
-                    barrier.wait(timeout=10)
+                    barrier.wait(timeout=patience(60))
                     with conn.begin():
                         results.append(pools_db.upsert_pool(conn, pool_id, "{}", "lhcb", now))
             except BaseException as exc:  # noqa: BLE001 - reported below
@@ -179,7 +180,7 @@ def test_concurrent_upsert_pool(engine: Engine, now: datetime) -> None:
         for w in workers:
             w.start()
         for w in workers:
-            w.join(timeout=60)
+            w.join(timeout=patience(120))
         assert errors == []
         assert sorted(results) == [False] * (threads - 1) + [True]
         with engine.connect() as conn:

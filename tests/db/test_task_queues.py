@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
+from tests.helpers import patience
 from wms.db import jobs as jobs_db
 from wms.db import task_queues as tq_db
 from wms.db.schema import task_queues
@@ -94,7 +95,7 @@ def test_concurrent_get_or_create(engine: Engine, now: datetime, rounds: int) ->
             defs = shared[n % 5:] + shared[: n % 5] + [tq(f"{round_}own{n}")]
             try:
                 with engine.connect() as conn:
-                    barrier.wait(timeout=10)
+                    barrier.wait(timeout=patience(60))
                     with conn.begin():
                         results.append(tq_db.get_or_create_task_queues(conn, defs, now))
             except BaseException as exc:  # noqa: BLE001 - reported below
@@ -104,7 +105,7 @@ def test_concurrent_get_or_create(engine: Engine, now: datetime, rounds: int) ->
         for w in workers:
             w.start()
         for w in workers:
-            w.join(timeout=60)
+            w.join(timeout=patience(120))
         assert errors == []
         assert len(results) == threads
         for d in shared:

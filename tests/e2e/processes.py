@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.helpers import patience, tail  # noqa: F401 - tail: used by the tests that import it from here
 from tests.servers import WMS, ServerHandle, free_port, wait_for
 
 BIN = Path(sys.executable).parent
@@ -29,13 +30,6 @@ def missing_service(message: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
-
-
-def tail(path: Path, size: int = 3000) -> str:
-    try:
-        return path.read_text(errors="replace")[-size:]
-    except OSError:
-        return ""
 
 
 def tails(logs: list[Path], size: int = 3000) -> str:
@@ -88,7 +82,7 @@ class RedisServer:
                  "--dir", str(self.directory)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         client = redis.Redis(port=self.port, socket_connect_timeout=1)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + patience(30)
         try:
             while True:
                 try:
@@ -139,7 +133,7 @@ class EmbeddedHandle(ServerHandle):
 
     def wait_ready(self) -> None:
         assert self.process is not None
-        wait_for(self.url, self.process, timeout=60, log=self.log)
+        wait_for(self.url, self.process, timeout=120, log=self.log)
 
 
 # -- pilots ---------------------------------------------------------------------------

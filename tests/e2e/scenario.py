@@ -11,9 +11,15 @@ run then:
 2. SIGKILLs the pilot process that runs the long job: no pilot reports it
    again, the lease/heartbeat reaper declares it Stalled and puts it back
    to Waiting, and a new pilot runs it to Done (specs/004: no lost jobs);
+   its first run lasts long enough to be caught however loaded the
+   machine, its second one is short;
 3. (distributed only) a disturbance while that happens, e.g. Redis dies;
 4. waits until every job is Done, each on a queue it is eligible for;
 5. waits until the SubmitPoolCleaner has dropped every pool (short grace).
+
+Every wait polls for its condition with a generous deadline, scaled by
+WMS_TEST_PATIENCE (tests/helpers.py); a failure shows the tails of the
+server's, agents' and pilots' logs (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from typing import Any
 from sqlalchemy import func, select
 
 from tests.e2e.processes import kill_pilots, pilot_process, tails
-from tests.helpers import CONFIG_DIR
+from tests.helpers import CONFIG_DIR, patience
+from tests.helpers import wait_until as poll_until
 from tests.servers import ServerHandle
 from wms.db import schema
 from wms.db.engine import make_engine
@@ -98,21 +105,26 @@ KINDS = (
     Kind("gpu", 'Tags = {"GPU"}; Requirements = [ Memory = 1000; ];', 25, frozenset({ALPHA_GPU})),
     Kind("beta", 'Site = "E2E.Beta.fr"; Requirements = [ Memory = 2000; ];', 25, frozenset({BETA_GRID})),
     Kind("el9long", 'Platform = "x86_64-el9"; CPUTime = 50000;', 25, frozenset({ALPHA_BIG, ALPHA_GPU})),
-    # The job whose pilot is killed: long enough to be caught running,
-    # shorter than heartbeat_timeout so its second run is not reaped too;
-    # alone in its pool, which must still be there when it comes back.
-    Kind(LONG, 'Executable = "/bin/sh"; Arguments = "-c \'sleep 5\'"; Requirements = [ Memory = 12000; ];', 1,
-         frozenset({ALPHA_BIG})),
+    # The job whose pilot is killed: alone in its pool, which must still be
+    # there when it comes back. Its first run (no marker yet) lasts
+    # LONG_FIRST_RUN seconds, long enough to be caught running on a loaded
+    # machine; its second one 1 s. Both end well within heartbeat_timeout:
+    # the pilots send no heartbeat within it (theirs is every 60 s).
+    Kind(LONG, 'Executable = "/bin/sh"; Arguments = "-c \'if [ -e {marker} ]; then sleep 1; else touch {marker}; '
+               'sleep {first_run}; fi\'"; Requirements = [ Memory = 12000; ];', 1, frozenset({ALPHA_BIG})),
 )
 TOTAL_JOBS = sum(kind.count for kind in KINDS)
+LONG_FIRST_RUN = 12
 
-# Short periods so that the whole run takes a minute or so.
+# Short periods so that the whole run takes a minute or so. A job (the long
+# one included) must end within heartbeat_timeout, its pilot's reports
+# included, or it is reaped as Stalled: 25 s leaves a loaded machine room.
 WMS_YAML = {
     "agent_periods": "{site_director: 2, lease_reaper: 2, submit_pool_cleaner: 3, submit_pool_refresher: 5, "
                      "task_queue_priorities: 5}",
     "submit_pool_grace": "3",
     "match_lease": "20",
-    "heartbeat_timeout": "10",
+    "heartbeat_timeout": "25",
     "beat_lock_timeout": "6",
 }
 USER = ("roland", "lhcb_user", "lhcb", "user")
@@ -142,16 +154,14 @@ def environment(directory: Path, config: Path, url: str, **extra: str) -> dict[s
     return env
 
 
-def wait_until(what: str, check: Callable[[], Any], timeout: float, logs: list[Path], every: float = 0.5) -> Any:
-    """Poll ``check`` until it returns something true; fail with the logs' tails after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"{what}: not within {timeout} s (last: {str(last)[:1500]})\n{tails(logs)}")
+def wait_until(what: str, check: Callable[[], Any], timeout: float, logs: list[Path] | Callable[[], list[Path]],
+               every: float = 0.5) -> Any:
+    """Poll ``check`` until it returns something true; after ``patience(timeout)``
+    seconds fail with the tails of ``logs`` (a list, or a function giving one)."""
+    def details() -> str:
+        return tails(logs() if callable(logs) else logs)
+
+    return poll_until(check, timeout=timeout, what=what, every=every, details=details)
 
 
 @dataclass
@@ -167,6 +177,11 @@ class Run:
     killed_pilot: str = ""
     _pilot_refs: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+
+    def all_logs(self) -> list[Path]:
+        """The processes' logs and the pilots' (under var/pilots, newest last)."""
+        pilots = sorted((self.server.tmp / "var" / "pilots").glob("*.log"), key=lambda p: p.stat().st_mtime)
+        return [*self.logs, *pilots[-6:]]
 
     def __post_init__(self) -> None:
         tokens = self.server.tokens({"user": USER, "manager": MANAGER})
@@ -195,7 +210,8 @@ class Run:
 
         def one(kind: Kind) -> tuple[Kind, list[int]]:
             path = directory / f"{kind.name}.jdl"
-            path.write_text(kind.jdl())
+            marker = self.server.tmp / "long-job-ran"
+            path.write_text(kind.jdl().replace("{marker}", str(marker)).replace("{first_run}", str(LONG_FIRST_RUN)))
             ids = [int(i) for i in self.server.json("submit", str(path), token=self.user)["job_ids"]]
             # The pool map, read at once: the jobs of a kind may all be done a few seconds later.
             pool = self.get(f"/jobs/{ids[0]}")["SubmitPool"]
@@ -228,7 +244,7 @@ class Run:
 
     # -- 2. the pilot that dies -----------------------------------------------------------
     def start_killer(self) -> None:
-        """Watch for the long job in a thread (it runs only 5 s) while the test goes on."""
+        """Watch for the long job in a thread (its first run lasts LONG_FIRST_RUN s) while the test goes on."""
         self._killer_error: BaseException | None = None
 
         def watch() -> None:
@@ -241,7 +257,7 @@ class Run:
         self._killer.start()
 
     def join_killer(self) -> None:
-        self._killer.join(timeout=120)
+        self._killer.join(timeout=patience(400))
         assert not self._killer.is_alive(), "the killer thread did not end"
         if self._killer_error is not None:
             raise self._killer_error
@@ -250,13 +266,14 @@ class Run:
         long_id = self.long_job()
 
         def running_pilot() -> str | None:
-            if self.jobs()[long_id]["Status"] != "Running":
+            if self.get(f"/jobs/{long_id}")["Status"] != "Running":
                 return None
             sources = [entry["Source"] for entry in self.get(f"/jobs/{long_id}/history")
                        if entry["Status"] == "Running"]
             return sources[-1].removeprefix("Pilot ") if sources else None
 
-        pilot_id = wait_until("the long job runs", running_pilot, 90, self.logs, every=0.2)
+        # 200 jobs share 12 pilots; on a loaded machine the long one may wait minutes for its turn.
+        pilot_id = wait_until("the long job runs", running_pilot, 300, self.all_logs, every=0.2)
         ref = next(p["BackendRef"] for p in self.get("/pilots", self.manager) if p["PilotID"] == pilot_id)
         pid = pilot_process(ref)
         assert pid is not None, f"pilot {pilot_id} ({ref}) has no process"
@@ -279,7 +296,7 @@ class Run:
             assert pool in pools, f"the pool of job {long_id} ({status}) was dropped: {sorted(pools)}"
             return False
 
-        wait_until("the long job runs again and ends", done, timeout, self.logs, every=0.3)
+        wait_until("the long job runs again and ends", done, timeout, self.all_logs, every=0.3)
         self.mark("long job done")
 
     # -- 4. every job Done, where it may run --------------------------------------------------
@@ -293,7 +310,7 @@ class Run:
                 raise AssertionError(f"jobs ended badly: {bad}")
             return jobs if all(s == "Done" for s in states) else None
 
-        jobs = wait_until(f"all {TOTAL_JOBS} jobs Done", finished, timeout, self.logs)
+        jobs = wait_until(f"all {TOTAL_JOBS} jobs Done", finished, timeout, self.all_logs)
         self.mark("all done")
         return jobs
 
@@ -346,16 +363,16 @@ class Run:
     def finish(self, database_url: str) -> None:
         """The scenario's end, the same in every set-up: the long job runs
         again elsewhere, every job ends Done where it may, and the pools go."""
-        self.follow_long_job(timeout=90)
-        jobs = self.wait_all_done(timeout=90)
+        self.follow_long_job(timeout=240)
+        jobs = self.wait_all_done(timeout=300)
         self.check_placement(jobs)
         self.check_long_job_rescheduled()
         self.check_in_the_database(database_url)
-        self.wait_pools_cleaned(timeout=30)
+        self.wait_pools_cleaned(timeout=90)
 
     def wait_pools_cleaned(self, timeout: float) -> None:
         wait_until("the SubmitPoolCleaner drops every pool and task queue",
-                   lambda: not self.get("/pools") and not self.get("/task-queues"), timeout, self.logs)
+                   lambda: not self.get("/pools") and not self.get("/task-queues"), timeout, self.all_logs)
         self.mark("pools cleaned")
 
     def cleanup_pilots(self) -> None:

@@ -35,11 +35,14 @@ Sites:
 QUICK_JOBS = 39
 JOBS = ('[ JobName = "quick_%n"; Executable = "/bin/sh"; CPUTime = 300; Parameters = 39;'
         ' Arguments = "-c \'echo job $SLURM_JOB_ID on $SLURMD_NODENAME\'"; ]')
-# Caught running, then run again: shorter than heartbeat_timeout (10 s).
-LONG = '[ JobName = "long"; Executable = "/bin/sh"; CPUTime = 300; Arguments = "-c \'sleep 6\'"; ]'
+# Caught running (its first run lasts 12 s), then run again (1 s): both
+# within heartbeat_timeout (tests/e2e/scenario.py), as the pilots send no
+# heartbeat sooner.
+LONG = ('[ JobName = "long"; Executable = "/bin/sh"; CPUTime = 300;'
+        ' Arguments = "-c \'if [ -e {marker} ]; then sleep 1; else touch {marker}; sleep 12; fi\'"; ]')
 
 
-def test_slurm_pilots_run_every_job_through_a_cancelled_pilot(slurm_cluster, tmp_path):
+def test_slurm_pilots_run_every_job_through_a_cancelled_pilot(slurm_cluster, tmp_path, failure_logs):
     url = f"http://127.0.0.1:{free_port()}"
     database_url = f"sqlite:///{tmp_path / 'wms.db'}"
     config = write_config(tmp_path, database_url=database_url, bind=url.removeprefix("http://"))
@@ -50,6 +53,7 @@ def test_slurm_pilots_run_every_job_through_a_cancelled_pilot(slurm_cluster, tmp
         tokens = server.tokens({"user": USER, "manager": MANAGER})
         user, manager = tokens["user"], tokens["manager"]
         logs = [server.log, slurm_cluster.dir / "slurmctld.log"]
+        failure_logs.extend([slurm_cluster.dir / "slurmctld.log", slurm_cluster.dir / "slurmd.log"])
 
         def get(path, token=user):
             with server.api(token) as api:
@@ -62,7 +66,7 @@ def test_slurm_pilots_run_every_job_through_a_cancelled_pilot(slurm_cluster, tmp
             answer = server.json("submit", str(tmp_path / name), "-l", "compiler_lic=1", token=user)
             return [int(i) for i in answer["job_ids"]]
 
-        [long_id] = submit(LONG, "long.jdl")
+        [long_id] = submit(LONG.format(marker=tmp_path / "long-job-ran"), "long.jdl")
         quick = submit(JOBS, "quick.jdl")
         assert len(quick) == QUICK_JOBS
 
@@ -73,7 +77,7 @@ def test_slurm_pilots_run_every_job_through_a_cancelled_pilot(slurm_cluster, tmp
             sources = [e["Source"] for e in get(f"/jobs/{long_id}/history") if e["Status"] == "Running"]
             return sources[-1].removeprefix("Pilot ") if sources else None
 
-        cancelled = wait_until("the long job runs in a Slurm pilot", running_pilot, 90, logs, every=0.2)
+        cancelled = wait_until("the long job runs in a Slurm pilot", running_pilot, 240, logs, every=0.2)
         pilots = {p["PilotID"]: p for p in get("/pilots", manager)}
         assert pilots[cancelled]["Backend"] == "slurm", pilots[cancelled]
         slurm_job = SlurmRef.parse(pilots[cancelled]["BackendRef"]).job_id
@@ -86,7 +90,7 @@ def test_slurm_pilots_run_every_job_through_a_cancelled_pilot(slurm_cluster, tmp
             assert not bad, f"jobs ended badly: {bad}"
             return rows if all(r["Status"] == "Done" for r in rows.values()) else None
 
-        rows = wait_until("all 40 jobs Done", all_done, 150, logs)
+        rows = wait_until("all 40 jobs Done", all_done, 400, logs)
         assert len(rows) == QUICK_JOBS + 1 and {r["Queue"] for r in rows.values()} == {QUEUE}
         history = get(f"/jobs/{long_id}/history")
         statuses = [e["Status"] for e in history]
@@ -112,7 +116,7 @@ def test_slurm_pilots_run_every_job_through_a_cancelled_pilot(slurm_cluster, tmp
             shown = get("/pilots", manager)
             return shown if all(p["State"] not in ("Submitted", "Running") for p in shown) else None
 
-        shown = {p["PilotID"]: p for p in wait_until("every pilot ended", pilots_ended, 60, logs)}
+        shown = {p["PilotID"]: p for p in wait_until("every pilot ended", pilots_ended, 180, logs)}
         assert shown[cancelled]["State"] == "Aborted", shown[cancelled]
         assert {p["State"] for i, p in shown.items() if i != cancelled} == {"Done"}, shown
         assert sum(p["JobsRun"] for p in shown.values()) == QUICK_JOBS + 2

@@ -18,6 +18,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from tests.e2e.processes import missing_service, tail
+from tests.helpers import patience
 from tests.servers import free_port
 from wms.db.engine import make_engine
 
@@ -25,6 +26,11 @@ from wms.db.engine import make_engine
 def _as(user: str, argv: list[str]) -> list[str]:
     """``argv`` run as ``user`` when we are root (PostgreSQL refuses to run as root)."""
     return ["runuser", "-u", user, "--", *argv] if os.geteuid() == 0 else argv
+
+
+def _keep(log: Path, copy: Path | None) -> None:
+    if copy is not None and log.exists():
+        shutil.copyfile(log, copy)
 
 
 def create_database(admin_url: str) -> None:
@@ -66,15 +72,17 @@ class PrivatePostgres:
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
-        self._ctl("-o", options, "-l", str(self.log), "-w", "-t", "60", "start")
+        self._ctl("-o", options, "-l", str(self.log), "-w", "-t", str(int(patience(120))), "start")
 
     def crash(self) -> None:
         """As a power cut would leave it: no checkpoint, recovery at the next start."""
         self._ctl("-m", "immediate", "-w", "stop")
 
-    def close(self) -> None:
+    def close(self, keep_log: Path | None = None) -> None:
+        """Stop it and remove its files; its log is copied to ``keep_log`` first (for a failure report)."""
         subprocess.run(_as("postgres", [str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
                                         "stop"]), capture_output=True)
+        _keep(self.log, keep_log)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -107,7 +115,7 @@ class PrivateMariaDB:
                  f"--socket={self.root / 'mariadb.sock'}", "--bind-address=127.0.0.1", "--skip-name-resolve",
                  f"--pid-file={self.root / 'mariadb.pid'}", "--max-connections=200", *user],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + patience(120)
         while True:
             engine = make_engine(self.url(""), pool_size=1, connect_args={"connect_timeout": 1})
             try:
@@ -128,6 +136,8 @@ class PrivateMariaDB:
             self.process.wait()
             self.process = None
 
-    def close(self) -> None:
+    def close(self, keep_log: Path | None = None) -> None:
+        """Stop it and remove its files; its log is copied to ``keep_log`` first (for a failure report)."""
         self.crash()
+        _keep(self.log, keep_log)
         shutil.rmtree(self.root, ignore_errors=True)

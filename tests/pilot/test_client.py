@@ -8,6 +8,7 @@ import pytest
 
 from pilot.client import ApiError, Client, JobLost, NetworkError
 from pilot.credentials import load_token
+from tests.helpers import patience
 from tests.pilot.conftest import LOCAL, jdl, status, submit
 from tests.servers import free_port
 
@@ -16,7 +17,7 @@ NO_WAITING = "no waiting job for the pools this queue serves"
 
 def client(url: str, token: str, **kw) -> Client:
     kw.setdefault("sleep", lambda s: None)
-    kw.setdefault("timeout", 5)
+    kw.setdefault("timeout", patience(30))
     return Client(url, token, **kw)
 
 
@@ -116,7 +117,8 @@ def test_a_server_down_for_a_while_is_retried_then_answers(server, tokens):
     server.stop()
     try:
         server.start(wait=False)
-        pools = client(server.url, tokens["pilot"], sleep=nap, retries=200).submit_pools(*LOCAL)
+        # Retried for a minute or more: a loaded machine may take a while to start the server.
+        pools = client(server.url, tokens["pilot"], sleep=nap, retries=int(patience(600))).submit_pools(*LOCAL)
     finally:
         server.wait_ready()
     assert isinstance(pools, list)

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pilot.main import build_parser, main, split_list
-from tests.helpers import REPO
+from tests.helpers import REPO, patience, wait_until
 from tests.pilot.conftest import LOCAL, jdl, status, submit
 from tests.servers import ServerHandle, free_port
 
@@ -44,10 +44,10 @@ def pilot_env(tokens: dict, pilot_id: str = PILOT_ID) -> dict[str, str]:
     return {**os.environ, "WMS_PILOT_TOKEN": tokens[pilot_id]}
 
 
-def run_pilot(server: ServerHandle, tokens: dict, tmp_path: Path, *extra: str, timeout: float = 30,
+def run_pilot(server: ServerHandle, tokens: dict, tmp_path: Path, *extra: str, timeout: float = 120,
               **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run(pilot_cmd(server, tmp_path, *extra, **kw), env=pilot_env(tokens), cwd=REPO, text=True,
-                          capture_output=True, timeout=timeout)
+                          capture_output=True, timeout=patience(timeout))
 
 
 def start_pilot(server: ServerHandle, tokens: dict, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
@@ -61,17 +61,15 @@ def history(server: ServerHandle, tokens: dict, job_id: int) -> list[dict]:
 
 
 def wait_for_status(server: ServerHandle, tokens: dict, job_ids: list[int], wanted: str,
-                    process: subprocess.Popen | None = None, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
+                    process: subprocess.Popen | None = None, timeout: float = 60) -> None:
     with server.api(tokens["roland"]) as api:
-        while time.monotonic() < deadline:
+        def reached() -> list:
             rows = api.get("/jobs", params={"job_id": job_ids}).raise_for_status().json()
-            if all(r["Status"] == wanted for r in rows):
-                return
-            if process is not None and process.poll() is not None:
+            if process is not None and process.poll() is not None and not all(r["Status"] == wanted for r in rows):
                 raise AssertionError(f"the pilot ended before jobs {job_ids} were {wanted}: {rows}")
-            time.sleep(0.05)
-    raise AssertionError(f"jobs {job_ids} never all {wanted}: {rows}")
+            return rows if all(r["Status"] == wanted for r in rows) else []
+
+        wait_until(reached, timeout=timeout, what=f"jobs {job_ids} all {wanted}")
 
 
 def interval(server: ServerHandle, tokens: dict, job_id: int) -> tuple[datetime, datetime]:
@@ -182,11 +180,19 @@ def test_max_empty_per_slot(server, tokens, tmp_path):
 def test_slots_fill_concurrently_and_are_accounted(server, tokens, tmp_path):
     # Three one-slot jobs and a two-processor job (the local queue offers
     # NumberOfProcessors 2 in the tests' configuration) on a 3-slot pilot.
-    singles = submit(server, tokens, tmp_path, *[jdl("sleep 1")] * 3)
+    # Each one-slot job waits until all three have started (then ends), so
+    # they overlap however slowly a loaded machine starts them; run one
+    # after the other, they would fail (exit 1 after a minute).
+    started = tmp_path / "started"
+    started.mkdir()
+    together = (f"touch {started}/$WMS_JOB_ID; n=0; "
+                f"while [ $(ls {started} | wc -l) -lt 3 ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done; "
+                f"[ $(ls {started} | wc -l) -ge 3 ]")
+    singles = submit(server, tokens, tmp_path, *[jdl(together)] * 3)
     [double] = submit(server, tokens, tmp_path, jdl("sleep 0.3", "NumberOfProcessors = 2;"))
     proc = run_pilot(server, tokens, tmp_path, "--slots", "3", "--max-empty", "5")
     assert proc.returncode == 0, proc.stderr
-    assert {status(server, tokens, j)["Status"] for j in [*singles, double]} == {"Done"}
+    assert {status(server, tokens, j)["Status"] for j in [*singles, double]} == {"Done"}, proc.stderr
     assert f"matched job {double} (2 slot(s))" in proc.stderr
     spans = {j: interval(server, tokens, j) for j in [*singles, double]}
     # The three one-slot jobs ran at the same time...
@@ -202,28 +208,28 @@ def test_slots_fill_concurrently_and_are_accounted(server, tokens, tmp_path):
 
 
 def test_h_rt_from_the_match(server, tokens, tmp_path):
-    [job] = submit(server, tokens, tmp_path, jdl("sleep 30", 'ResourceRequests = [ h_rt = "0:0:2"; ];'))
+    [job] = submit(server, tokens, tmp_path, jdl("sleep 300", 'ResourceRequests = [ h_rt = "0:0:2"; ];'))
     t0 = time.monotonic()
     proc = run_pilot(server, tokens, tmp_path, "--slots", "1")
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < patience(60)           # ended by h_rt, long before its 300 s
     row = status(server, tokens, job)
     assert (row["Status"], row["MinorStatus"]) == ("Failed", "Exceeded h_rt (2 s)")
     assert "h_rt=2.0" in proc.stderr
 
 
 def test_kill_reaches_the_pilot_through_the_heartbeat(server, tokens, tmp_path):
-    [job] = submit(server, tokens, tmp_path, jdl("echo $$ > pid; exec sleep 30"))
+    [job] = submit(server, tokens, tmp_path, jdl("echo $$ > pid; exec sleep 300"))
     proc = start_pilot(server, tokens, tmp_path, "--slots", "1")
     try:
         wait_for_status(server, tokens, [job], "Running", proc)
         t0 = time.monotonic()
         assert server.ok("kill", str(job), token=tokens["roland"]).strip() == f"{job} killed"
-        _, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=patience(90))
     finally:
         proc.kill()
     assert proc.returncode == 0, err
-    assert time.monotonic() - t0 < 8
+    assert time.monotonic() - t0 < patience(60)           # at a heartbeat (every 1 s), not after 300 s
     assert "terminating: Killed" in err
     # The pilot reported nothing after the kill: no output, no final status.
     steps = [(h["Status"], h["Source"]) for h in history(server, tokens, job)]
@@ -241,16 +247,19 @@ def test_kill_reaches_the_pilot_through_the_heartbeat(server, tokens, tmp_path):
 
 
 def test_a_final_report_refused_with_409_is_dropped(server, tokens, tmp_path):
-    # Killed while running, between two heartbeats: the job ends on its own,
-    # its Done is refused (HTTP 409, the job is not this pilot's any more) and
-    # the pilot goes on.
-    [job] = submit(server, tokens, tmp_path, jdl("sleep 1.5"))
-    proc = start_pilot(server, tokens, tmp_path, "--slots", "1", "--heartbeat", "60")
+    # Killed while running, between two heartbeats: the job ends on its own
+    # (once the test lets it), its Done is refused (HTTP 409, the job is not
+    # this pilot's any more) and the pilot goes on.
+    release = tmp_path / "release"
+    [job] = submit(server, tokens, tmp_path, jdl(f"n=0; while [ ! -e {release} ] && [ $n -lt 1200 ]; do sleep 0.05; "
+                                                 "n=$((n+1)); done"))
+    proc = start_pilot(server, tokens, tmp_path, "--slots", "1", "--heartbeat", "600")
     try:
         wait_for_status(server, tokens, [job], "Running", proc)
         with server.api(tokens["roland"]) as api:
             assert api.post("/jobs/kill", json={"job_ids": [job]}).json()["killed"] == [job]
-        _, err = proc.communicate(timeout=20)
+        release.touch()
+        _, err = proc.communicate(timeout=patience(90))
     finally:
         proc.kill()
     assert proc.returncode == 0, err
@@ -261,14 +270,14 @@ def test_a_final_report_refused_with_409_is_dropped(server, tokens, tmp_path):
 
 
 def test_sigterm_stops_jobs_and_reports_them(server, tokens, tmp_path):
-    jobs = submit(server, tokens, tmp_path, jdl("sleep 30"), jdl("sleep 30"))
+    jobs = submit(server, tokens, tmp_path, jdl("sleep 300"), jdl("sleep 300"))
     proc = start_pilot(server, tokens, tmp_path, "--slots", "2")
     try:
         wait_for_status(server, tokens, jobs, "Running", proc)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=15)
-        assert time.monotonic() - t0 < 8
+        _, err = proc.communicate(timeout=patience(90))
+        assert time.monotonic() - t0 < patience(60)       # stopped, not after 300 s
     finally:
         proc.kill()
     assert proc.returncode == 0, err
@@ -279,7 +288,7 @@ def test_sigterm_stops_jobs_and_reports_them(server, tokens, tmp_path):
 
 
 def test_end_of_lifetime_stops_running_jobs(server, tokens, tmp_path):
-    [job] = submit(server, tokens, tmp_path, jdl("sleep 30"))
+    [job] = submit(server, tokens, tmp_path, jdl("sleep 300"))
     # The CPU time offered defaults to the lifetime: 1.5 s fits no 300 s job.
     short = run_pilot(server, tokens, tmp_path, "--slots", "1", "--lifetime", "1.5")
     assert short.returncode == 0, short.stderr
@@ -289,7 +298,7 @@ def test_end_of_lifetime_stops_running_jobs(server, tokens, tmp_path):
     t0 = time.monotonic()
     proc = run_pilot(server, tokens, tmp_path, "--slots", "1", "--lifetime", "1.5", "--cpu-time-left", "1000")
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < patience(60)           # at the end of its lifetime, not after 300 s
     row = status(server, tokens, job)
     assert (row["Status"], row["MinorStatus"]) == ("Failed", "Pilot lifetime reached")
 

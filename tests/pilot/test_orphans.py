@@ -1,7 +1,7 @@
 """A payload never outlives its pilot unnoticed: real pilots, real payloads,
 SIGKILL (pilot/orphans.py).
 
-Each payload here would write a marker file a minute after it starts; a
+Each payload here would write a marker file five minutes after it starts; a
 pilot is killed while it runs, and the payload's whole session must be gone
 long before."""
 
@@ -20,10 +20,11 @@ import pytest
 from pilot.orphans import SUFFIX, end_orphans, private_dir, proc_fields, processes, session_members, start_time
 from tests.pilot.conftest import jdl, submit
 from tests.pilot.test_main import pilot_cmd, pilot_env, wait_for_status
-from tests.helpers import REPO
+from tests.helpers import REPO, patience
 
-# Long enough that only a kill ends it within the test (a loaded machine may be slow).
-SLOW = "sleep 60; touch {marker}"
+# Long enough that only a kill ends it within the test (a loaded machine
+# may be slow): far longer than any wait below, patience included.
+SLOW = "sleep 300; touch {marker}"
 
 
 def start(server, tokens, tmp_path: Path, state_dir: Path, pilot_id: str) -> subprocess.Popen[str]:
@@ -49,8 +50,8 @@ def alive(pid: int) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
-def wait_gone(pid: int, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
+def wait_gone(pid: int, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + patience(timeout)
     while time.monotonic() < deadline:
         if not alive(pid):
             return True
@@ -60,7 +61,7 @@ def wait_gone(pid: int, timeout: float = 10) -> bool:
 
 def payload_of(pilot: subprocess.Popen[str]) -> int:
     """The running payload's leader: the pilot's child that is not the watchdog."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + patience(60)
     while time.monotonic() < deadline:
         found = [pid for pid, cmd in children(pilot.pid) if "pilot.orphans" not in cmd]
         if found:
@@ -97,7 +98,7 @@ def test_a_new_pilot_ends_the_payloads_of_a_dead_predecessor(server, tokens, tmp
     successor = start(server, tokens, tmp_path, state, "second-pilot")
     assert wait_gone(payload), "the successor left the orphan running"
     successor.send_signal(signal.SIGTERM)
-    _, err = successor.communicate(timeout=30)
+    _, err = successor.communicate(timeout=patience(90))
     assert "ended 1 job session(s) left by dead pilots on this node" in err
     assert not (state / f"first-pilot{SUFFIX}").exists()
     assert not [pid for pid in session_members(payload) if alive(pid)] and not marker.exists()

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.helpers import as_pilot, run_concurrently
+from tests.helpers import as_pilot, patience, run_concurrently, wait_until
 from tests.reservations_config import (
     ALLQ, CE, MANAGER, OPERATOR, OTHERQ, SITE, USER1, USER2, reservation_config,
 )
@@ -495,7 +495,7 @@ def test_qralter_a_running_reservation(runtime):
         ar.alter(runtime, USER1, ar_id, ar.Changes(name="late"), T0 + 2 * HOUR)
 
 
-def test_a_job_matched_while_a_grant_settles_is_seen_before_it_is_confirmed(engine, tmp_path):
+def test_a_job_matched_while_a_grant_settles_is_seen_before_it_is_confirmed(engine, tmp_path, monkeypatch):
     # Two server processes: the Matcher of one still uses its list of
     # reservations from before the grant (it may, for caches.RESERVATIONS_TTL) and hands
     # host1 to a job without h_rt; the grant's second phase sees that job
@@ -514,13 +514,25 @@ def test_a_job_matched_while_a_grant_settles_is_seen_before_it_is_confirmed(engi
         except ar.ReservationDenied as exc:
             outcome["denied"] = str(exc)
 
+    # The settling lasts until the job has run, however slow the machine:
+    # the grant's time.sleep(reservation_settle) waits for it instead.
+    job_ran = threading.Event()
+
+    class SettleUntilTheJobRan:
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            assert seconds == 1.0
+            assert job_ran.wait(patience(60)), "the job did not run while the grant settled"
+
+    monkeypatch.setattr(ar, "time", SettleUntilTheJobRan())
     thread = threading.Thread(target=grant)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not ar.show(granting, MANAGER) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert ar.show(granting, MANAGER), "the reservation is stored while it settles"
+    wait_until(lambda: ar.show(granting, MANAGER), timeout=30, what="the reservation is stored while it settles")
     run_job(matching, job, pilot(host="host1"))
+    job_ran.set()
     thread.join()
     assert "granted" not in outcome
     assert "jobs without a runtime limit (h_rt) run on host host1" in outcome["denied"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.helpers import tail, wait_until
 from tests.pilot_backends import NO_SERVER, QUICK_PILOT, queue_ref, wait_for_states
 from wms.services.computing_elements import PilotArgs
 from wms.services.ssh_backend import SshBackend
@@ -81,6 +82,11 @@ def test_kill_stops_the_pilot_on_the_node(ssh_server, tmp_path):
     [ref] = backend.submit_pilots(queue_ref(), 1, args(options(ssh_server, tmp_path / "remote"), "long", argv=waits))
     assert backend.status([ref]) == {ref: "Running"}
     pid = int(parse_ref(ref)[1])
+    # Killed once it handles SIGTERM (it says it starts after installing its
+    # handlers): a loaded machine may take a while to start Python.
+    remote_log = tmp_path / "remote" / "long.log"
+    wait_until(lambda: "starting against" in tail(remote_log), timeout=60, what="the pilot on the node started",
+               details=lambda: tail(remote_log))
     backend.kill(ref)
     assert wait_for_states(backend, [ref], {"Done", "Failed"})[ref] in ("Done", "Failed")
     assert not Path(f"/proc/{pid}").exists() or "long" not in Path(f"/proc/{pid}/cmdline").read_text()
