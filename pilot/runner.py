@@ -59,6 +59,7 @@ import resource
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -69,6 +70,24 @@ from typing import Any
 from pilot.client import ClientError, JobLost
 from pilot.logs import job_context
 from pilot.orphans import Sessions
+
+# What a job's process runs first: it waits until the pilot has registered
+# its session (and set its limits), then becomes the job's program. A
+# failed exec is written back on the status pipe, which the exec closes
+# otherwise; a pilot gone before saying "go" means the job never starts.
+GATE = (
+    "import os, sys\n"
+    "go, status = int(sys.argv[1]), int(sys.argv[2])\n"
+    "os.set_inheritable(status, False)\n"
+    "if os.read(go, 1) != b'g':\n"
+    "    os._exit(0)\n"
+    "os.close(go)\n"
+    "try:\n"
+    "    os.execvp(sys.argv[3], sys.argv[3:])\n"
+    "except OSError as exc:\n"
+    "    os.write(status, f'[Errno {exc.errno}] {exc.strerror}: {sys.argv[3]!r}'.encode())\n"
+    "    os._exit(127)\n"
+)
 
 log = logging.getLogger("pilot.runner")
 
@@ -500,24 +519,43 @@ def _run(
     limits = spec.limits
     log.info("starting %s in %s (limits h_rt=%s s_rt=%s cpu_time=%s)", shlex.join(argv), job_dir,
              limits.h_rt, limits.s_rt, limits.cpu_time)
+    go_read, go_write = os.pipe()
+    status_read, status_write = os.pipe()
     try:
         with open(job_dir / STDOUT_NAME, "wb") as out, open(job_dir / STDERR_NAME, "wb") as err:
             popen = subprocess.Popen(
-                argv,
+                [sys.executable, "-c", GATE, str(go_read), str(status_write), *argv],
                 cwd=job_dir,
                 env=job_environment(spec, job_dir),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
                 start_new_session=True,  # own group and session: the unit we signal and measure
+                pass_fds=(go_read, status_write),
             )
     except (OSError, subprocess.SubprocessError) as exc:
+        for fd in (go_read, go_write, status_read, status_write):
+            os.close(fd)
         return failed_to_start(f"Cannot start: {exc}")
+    os.close(go_read)
+    os.close(status_write)
     child = _Child(popen)
+    # Registered, and limited, before the job runs a single instruction of
+    # its own: a pilot killed at any moment leaves no payload unknown to its
+    # watchdog (the job waits at the gate until told to go).
     if sessions is not None:
         sessions.add(child.pgid)
     if limits.cpu_time is not None:
         _set_cpu_rlimit(child.pid, limits.cpu_time, grace)
+    os.write(go_write, b"g")
+    os.close(go_write)
+    with os.fdopen(status_read, "rb") as status:
+        refusal = status.read()          # empty: the job's program replaced the gate
+    if refusal:
+        popen.wait()
+        if sessions is not None:
+            sessions.remove(child.pgid)
+        return failed_to_start(f"Cannot start: {refusal.decode(errors='replace')}")
 
     verdict: str | None = None  # a Failed minor status decided by the watchdog
     abandon: str | None = None  # "Killed" / "Lost": terminate, report nothing

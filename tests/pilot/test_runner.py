@@ -372,9 +372,32 @@ def test_a_job_the_batch_system_killed_first_is_left_too(tmp_path):
 
 def test_cannot_start(tmp_path):
     result, rec = run(JobSpec(job_id=21, executable="/nonexistent/program"), tmp_path)
-    assert result.status == "Failed" and result.minor_status.startswith("Cannot start")
+    assert result.status == "Failed"
+    assert result.minor_status == "Cannot start: [Errno 2] No such file or directory: '/nonexistent/program'"
     assert result.exit_code is None
     assert rec.kinds == ["Running", "Failed"]  # confirmed first, then the start failed
+
+
+def test_a_job_waits_at_the_gate_until_its_pilot_lets_it_go(tmp_path):
+    """The job's process is registered before it runs: if its pilot is gone
+    before saying go, the job never runs at all."""
+    import os
+    import subprocess
+    import sys
+
+    from pilot.runner import GATE
+
+    marker = tmp_path / "ran"
+    go_read, go_write = os.pipe()
+    status_read, status_write = os.pipe()
+    gate = subprocess.Popen([sys.executable, "-c", GATE, str(go_read), str(status_write), "touch", str(marker)],
+                            pass_fds=(go_read, status_write))
+    os.close(go_read)
+    os.close(status_write)
+    os.close(go_write)                       # the pilot died before "go"
+    assert gate.wait(timeout=60) == 0 and not marker.exists()
+    assert os.read(status_read, 100) == b""
+    os.close(status_read)
 
 
 def test_bad_arguments(tmp_path):
