@@ -21,7 +21,6 @@ from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services import jobs as jobs_service
 from wms.services.matcher import queue_context, task_queue_views
-from wms.services import complexes as complexes_service
 from wms.services import reservations as reservations_service
 from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
@@ -33,7 +32,6 @@ QUOTA_REASON = "cannot run in queue {queue} because it {reason}"
 def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:
     """Every queue of the job's VO and the first layer that keeps the job from it."""
     [row] = jobs_service.visible_jobs(runtime, identity, [job_id])
-    complexes_service.sync(runtime)
     out: dict[str, Any] = {"JobID": job_id, "Status": row["status"], "MinorStatus": row["minor_status"], "Queues": []}
     if row["status"] != JobStatus.WAITING or row["task_queue_id"] is None:
         where = f" on {row['queue']}" if row["queue"] else ""
@@ -96,7 +94,6 @@ def _exclusive_row(runtime: Runtime, resource: str) -> bool:
 
 def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
     """Per queue, configured host and the global level: reserved/used/total slots and every consumable (qstat -f)."""
-    complexes_service.sync(runtime)
     table = runtime.complexes
     with reading(runtime.engine) as conn:
         usage = match_db.all_usage(conn)

@@ -41,7 +41,6 @@ from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services.retry import run_in_transaction
-from wms.services import complexes as complexes_service
 from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
 from wms.services import tokens as tokens_service
@@ -229,7 +228,6 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
 
 
 def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random) -> MatchResult:
-    complexes_service.sync(runtime)
     with LazyReader(runtime.engine) as reader:
         if request.pools is None:
             request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))
@@ -277,7 +275,6 @@ def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) 
     every layer asked, without claiming anything: the same context, layers
     and static cache as ``request_job``."""
     validate_request(runtime, request)
-    complexes_service.sync(runtime)
     with LazyReader(runtime.engine) as reader:
         if request.pools is None:
             request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))

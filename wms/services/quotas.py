@@ -40,7 +40,6 @@ from wms.db import cluster_objects as objects_db
 from wms.db import matching as match_db
 from wms.db import quotas as quotas_db
 from wms.db.engine import reading
-from wms.services import complexes as complexes_service
 from wms.services import quota_usage
 from wms.services import stored_objects
 from wms.services.access import ADMINS
@@ -161,7 +160,6 @@ def _change(runtime: Runtime, identity: Identity, now: datetime,
             change: Callable[[list[RuleSet]], tuple[list[RuleSet], list[str]]]) -> list[str]:
     """Apply ``change`` to the stored sets, guarded by the version; retried if another change came first."""
     _check_admin(identity)
-    complexes_service.sync(runtime)
     # The row the usage guard locks on MariaDB (migration 0009 creates it).
     run_in_transaction(runtime.engine, lambda conn: objects_db.ensure(conn, KIND, identity.user, now))
     for _ in range(20):
@@ -263,7 +261,6 @@ def delete(runtime: Runtime, identity: Identity, names: Sequence[str], now: date
 
 def show(runtime: Runtime, names: Sequence[str] = ()) -> str:
     """qconf -srqs: the named sets (all without names) in canonical form."""
-    complexes_service.sync(runtime)
     sets = rule_sets(runtime)
     if not names:
         if not sets:
@@ -409,7 +406,6 @@ def usage_report(runtime: Runtime, identity: Identity, selections: dict[str, lis
     ``selections`` maps users/projects/pes/queues/hosts to the names asked
     for (wildcards allowed); users defaults to the caller.
     """
-    complexes_service.sync(runtime)
     table = runtime.complexes
     sets = [s for s in rule_sets(runtime) if s.enabled]
     wanted_resources = set()

@@ -52,7 +52,6 @@ from wms.db import reservations as ar_db
 from wms.db.engine import reading
 from wms.services import mail
 from wms.services.retry import run_in_transaction
-from wms.services import complexes as complexes_service
 from wms.services.runtime import Runtime
 
 SOURCE = "ReservationManager"
@@ -167,7 +166,6 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
     if not access.may_create(identity.role, identity.user, usersets):
         raise Forbidden(f"denied: {identity.user} is neither manager nor operator nor member of the "
                         f"{access.ARUSERS} user set: may not submit advance reservations")
-    complexes_service.sync(runtime)
     request, stored = build_request(runtime.complexes, runtime.config.cluster, identity.user, spec, now)
     mail_options = parse_mail_options(spec.mail_options)
     mail_list = parse_mail_list(spec.mail_list)
