@@ -56,14 +56,14 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
         ctx = queue_context(runtime, ref, served, slots=tq.slots, usage=usage, reservations=snapshot,
                             quotas=quotas_service.for_request(runtime, usage), holders=holders)
         diagnosis = framework.evaluate(LAYERS, ctx, tq, stop_at_first=False)
-        entry = {"Queue": ref.name, "Layer": "", "Code": Code.OK.value, "Reason": ELIGIBLE}
+        entry = {"Queue": ref.name, "Layer": "", "Code": Code.OK.value, "Reason": ELIGIBLE, "ReasonCode": ""}
         if not diagnosis.allowed:
             verdict = diagnosis.verdict
             cause = None
             if verdict.layer == POOLS and pool_document is not None:
                 params = runtime.resources_for(tq.vo).queue_parameters(ref)
                 cause = pools.queue_rejection(pool_document, params, runtime.config.parameter_types)
-            entry.update(Layer=verdict.layer, Code=verdict.code.value,
+            entry.update(Layer=verdict.layer, Code=verdict.code.value, ReasonCode=verdict.reason_code,
                          Reason=_reason(ref.name, verdict, diagnosis.denials(), cause))
         eligible += entry["Code"] == Code.OK.value
         out["Queues"].append(entry)

@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from wms.core import complexes as cx_rules
+from wms.core.complexes import ComplexTable
 from wms.core.errors import ConfigError, Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.limits import decode_utf8
 from wms.core.identity import Identity
@@ -59,23 +60,31 @@ MSG_NO_RULE = 'resource quota rule "{target}" does not exist'
 
 
 # ---------------------------------------------------------------- reading
+def read_rule_set_files(runtime: Runtime, table: ComplexTable) -> list[RuleSet]:
+    """The sets of ``<config>/rqs/*.rqs`` (file order, then set order); a bad file is a ConfigError.
+
+    Start-up checks them against the configuration's own complex table,
+    before the database is reached."""
+    sets: list[RuleSet] = []
+    directory = Path(runtime.config.directory) / "rqs"
+    for path in sorted(directory.glob("*.rqs")) if directory.is_dir() else []:
+        try:
+            text = decode_utf8(path.read_bytes(), str(path))
+            found = parse_rule_sets(text, table, source=str(path))
+        except InvalidInput as exc:  # QuotaSyntaxError, or not UTF-8
+            raise ConfigError(exc.message, where=exc.where) from None
+        for rule_set in found:
+            if any(s.name == rule_set.name for s in sets):
+                raise ConfigError(f"resource quota set {rule_set.name!r} is defined twice", where=str(path))
+            sets.append(rule_set)
+    return sets
+
+
 def initial_rule_sets(runtime: Runtime) -> list[RuleSet]:
-    """The sets of ``<config>/rqs/*.rqs`` (file order, then set order); a bad file stops start-up."""
+    """The configuration's sets, read against the complex table in force, until a manager stores others."""
     cached = runtime.caches.initial_rule_sets
     if cached is None:
-        sets: list[RuleSet] = []
-        directory = Path(runtime.config.directory) / "rqs"
-        for path in sorted(directory.glob("*.rqs")) if directory.is_dir() else []:
-            try:
-                text = decode_utf8(path.read_bytes(), str(path))
-                found = parse_rule_sets(text, runtime.complexes, source=str(path))
-            except InvalidInput as exc:  # QuotaSyntaxError, or not UTF-8
-                raise ConfigError(exc.message, where=exc.where) from None
-            for rule_set in found:
-                if any(s.name == rule_set.name for s in sets):
-                    raise ConfigError(f"resource quota set {rule_set.name!r} is defined twice", where=str(path))
-                sets.append(rule_set)
-        cached = runtime.caches.initial_rule_sets = sets
+        cached = runtime.caches.initial_rule_sets = read_rule_set_files(runtime, runtime.complexes)
     return cached
 
 

@@ -45,7 +45,7 @@ class Runtime:
         """A runtime for ``config``; refuses a configuration whose Grid Engine values do not read."""
         chain = build_chain(list(config.settings.optimizers))
         runtime = cls(config=config, engine=None, chain=chain)
-        check_complex_values(config, runtime.complexes)
+        check_complex_values(config, runtime.configured_complexes)
         runtime.engine = engine if engine is not None else make_engine(
             config.settings.database_url, statement_timeout=config.settings.limits.statement_timeout
         )
@@ -75,12 +75,17 @@ class Runtime:
                 self.use_complexes(ComplexTable.parse(row["text"], source="stored complex table"))
                 stored_objects.adopted(self, COMPLEXES_KIND, row["version"])
         if self._complexes is None:
-            entries = [c.model_dump() if hasattr(c, "model_dump") else dict(c) for c in self.config.cluster.complexes]
-            try:
-                self._complexes = ComplexTable.with_user_complexes(entries)
-            except InvalidInput as exc:
-                raise self.config.error("cluster.yaml", ("complexes",), str(exc)) from None
+            self._complexes = self.configured_complexes
         return self._complexes
+
+    @property
+    def configured_complexes(self) -> ComplexTable:
+        """The built-in attributes plus cluster.yaml's: what start-up checks the configuration against."""
+        entries = [c.model_dump() if hasattr(c, "model_dump") else dict(c) for c in self.config.cluster.complexes]
+        try:
+            return ComplexTable.with_user_complexes(entries)
+        except InvalidInput as exc:
+            raise self.config.error("cluster.yaml", ("complexes",), str(exc)) from None
 
     def use_complexes(self, table: ComplexTable) -> None:
         """Adopt a new complex table (qconf -Mc): everything derived from the old one goes."""
