@@ -34,12 +34,12 @@ from wms.core.match.context import LevelValues
 from wms.core.scopes import host_scope
 from wms.core.match.reservations import ReservationView, Snapshot
 from wms.core.patterns import match_pattern
-from wms.core.quantities import format_time, time_limit
-from wms.core.reservations import access
-from wms.core.reservations.calendar import Calendar, Use
+from wms.core.quantities import time_limit
+from wms.core.reservations import access, admission
+from wms.core.reservations.calendar import Calendar, Use, job_end
 from wms.core.reservations.ids import next_id
 from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, booked_scopes, decide
-from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_state
+from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_state, effects_of
 from wms.core.reservations.switches import (
     DEFAULT_ACCOUNT, ReservationSpec, build_request, check_name, parse_mail_list, parse_mail_options,
 )
@@ -113,7 +113,7 @@ def read_calendar(runtime: Runtime, conn: Connection, now: datetime, exclude: in
                   ) -> tuple[Calendar, frozenset[str], frozenset[str]]:
     """The booking calendar, and the queues and hosts where jobs without a runtime limit run."""
     calendar = Calendar()
-    offset = timedelta(seconds=runtime.config.settings.duration_offset)
+    offset = runtime.config.settings.duration_offset
     for b in ar_db.active_bookings(conn, [s.value for s in ACTIVE], exclude=exclude):
         calendar.add((b["scope"], b["resource"]), Use(b["start_time"], b["end_time"], float(b["amount"])))
     # Deleted without -f: still held until the pilots have stopped the jobs.
@@ -129,14 +129,11 @@ def read_calendar(runtime: Runtime, conn: Connection, now: datetime, exclude: in
         if job["reservation_id"] is not None:
             continue   # inside its reservation's booking
         h_rt = _h_rt(job["definition"])
-        begun = job["start_time"] or job["matched_time"] or now
+        ends[job["job_id"]] = job_end(job["start_time"] or job["matched_time"] or now, h_rt, offset)
         if h_rt is None:
-            ends[job["job_id"]] = None
             unlimited_queues.add(job["queue"])
             if job["host"]:
                 unlimited_hosts.add(job["host"])
-        else:
-            ends[job["job_id"]] = begun + timedelta(seconds=h_rt) + offset
     for debit in ar_db.debits_of(conn, list(ends)):
         calendar.add((debit["scope"], debit["resource"]), Use(now, ends[debit["job_id"]], float(debit["amount"])))
     return calendar, frozenset(unlimited_queues), frozenset(unlimited_hosts)
@@ -617,32 +614,18 @@ def manage(runtime: Runtime, now: datetime) -> dict[str, Any]:
         target = due_state(row["state"], row["start_time"], row["end_time"], now, bool(lost))
         if target == row["state"]:
             continue
+        effects = effects_of(row["state"], target, row["mail_options"], "; ".join(lost))
         if target is ARState.EXITED:
-            if finish(runtime, row["ar_id"], ARState.EXITED,
-                      f"Killed: advance reservation {row['ar_id']} ended", now):
-                report["ended"].append(row["ar_id"])
-                if "e" in row["mail_options"]:
-                    notify(runtime, row, "ended")
-            continue
-        message = "; ".join(lost)
-        if _move(runtime, row, target, message, now):
-            forget(runtime)
-            if row["state"] == ARState.WAITING_ERROR and target is ARState.ERROR:
-                report["started"].append(row["ar_id"])   # started while still in error: no new mail
-            elif target is ARState.RUNNING and row["state"] == ARState.WAITING:
-                report["started"].append(row["ar_id"])
-                if "b" in row["mail_options"]:
-                    notify(runtime, row, "started")
-            elif target in (ARState.ERROR, ARState.WAITING_ERROR):
-                report["error"].append(row["ar_id"])
-                if "a" in row["mail_options"]:
-                    notify(runtime, row, f"is in error state: {message}")
-            else:
-                report["recovered"].append(row["ar_id"])
-                if "a" in row["mail_options"]:
-                    notify(runtime, row, "is valid again")
-                if target is ARState.RUNNING and row["state"] == ARState.WAITING_ERROR and "b" in row["mail_options"]:
-                    notify(runtime, row, "started")
+            ended = f"Killed: advance reservation {row['ar_id']} ended"
+            moved = finish(runtime, row["ar_id"], ARState.EXITED, ended, now)
+        else:
+            moved = _move(runtime, row, target, "; ".join(lost), now)
+            if moved:
+                forget(runtime)
+        if moved:
+            report[effects.report].append(row["ar_id"])
+            for event in effects.mails:
+                notify(runtime, row, event)
     return report
 
 
@@ -713,33 +696,9 @@ def check_job(runtime: Runtime, identity: Identity, ar_id: int, hard: dict[str, 
         raise InvalidInput(f"-ar: advance reservation {ar_id} does not exist")
     if not access.on_acl(identity.user, json.loads(row["acl"]), runtime.config.cluster.usersets):
         raise Forbidden(f"-ar: {identity.user} has no access to advance reservation {ar_id}")
-    offset = runtime.config.settings.duration_offset
-    window = (row["end_time"] - row["start_time"]).total_seconds() - offset
-    left = (row["end_time"] - now).total_seconds() - offset
-    h_rt = time_limit(hard.get("h_rt"))
-    if h_rt is not None:
-        if h_rt > window:
-            raise InvalidInput(f"-ar: h_rt {format_time(h_rt)} is longer than the reservation's "
-                               f"duration minus duration_offset ({format_time(max(window, 0))})")
-        if h_rt > left:
-            raise InvalidInput(f"-ar: h_rt {format_time(h_rt)} does not end before advance "
-                               f"reservation {ar_id} ends ({format_time(max(left, 0))} left)")
-    reserved: dict[str, float] = {}
-    for b in bookings:
-        reserved[b["resource"]] = reserved.get(b["resource"], 0.0) + float(b["amount"])
-    for name, value in hard.items():
-        cx = runtime.complexes.resolve(name)
-        if cx.is_consumable:
-            amount = cx_rules.consumable_amount(cx, value, slots)
-            if amount > reserved.get(cx.name, 0.0):
-                raise InvalidInput(f"-ar: {cx.name}={cx_rules.format_value(cx, value)} is more than advance "
-                                   f"reservation {ar_id} holds ({cx_rules.format_value(cx, reserved.get(cx.name, 0))})")
-    if slots > reserved.get("slots", 0):
-        raise InvalidInput(f"-ar: {slots} slots requested, advance reservation {ar_id} holds "
-                           f"{int(reserved.get('slots', 0))}")
-    if window <= 0:
-        raise InvalidInput(f"-ar: advance reservation {ar_id} is shorter than duration_offset: no job fits")
-    return window
+    held = [(b["resource"], float(b["amount"])) for b in bookings]
+    return admission.runtime_limit(ar_id, row["start_time"], row["end_time"], hard, slots, held, now,
+                                   runtime.config.settings.duration_offset, runtime.complexes)
 
 
 def reserved_slots(runtime: Runtime) -> dict[str, float]:
