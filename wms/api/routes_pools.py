@@ -37,4 +37,4 @@ def get_pool(pool_id: str, runtime: RuntimeDep, caller: Anyone) -> dict[str, Any
 
 @router.get("/task-queues")
 def list_task_queues(runtime: RuntimeDep, caller: People) -> list[dict[str, Any]]:
-    return tq_service.list_task_queues(runtime)
+    return tq_service.list_task_queues(runtime, caller)

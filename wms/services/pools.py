@@ -18,6 +18,7 @@ from wms.db.engine import reading
 from wms.db import jobs as jobs_db
 from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
+from wms.services import access
 from wms.services import jobs as jobs_service
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -95,7 +96,7 @@ def match_queues_for_text(runtime: Runtime, identity: Identity, source: str, tex
 
 def match_queues_for_job(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:
     """The queues that could run a stored job, judged on today's configuration."""
-    [row] = jobs_service.visible_jobs(runtime, identity, [job_id])
+    [row] = jobs_service.visible_jobs(runtime, identity, [job_id], access.MATCH_QUEUES)
     with reading(runtime.engine) as conn:
         original, _ = jobs_db.get_jdl(conn, job_id)
     owner = Identity(user=row["owner"], group=row["owner_group"], vo=row["vo"], role="user")

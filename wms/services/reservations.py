@@ -36,6 +36,7 @@ from wms.core.match.reservations import ReservationView, Snapshot
 from wms.core.patterns import match_pattern
 from wms.core.quantities import format_time, time_limit
 from wms.core.reservations import access
+from wms.services import access as services_access
 from wms.core.reservations.calendar import Calendar, Use
 from wms.core.reservations.ids import next_id
 from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, booked_scopes, decide
@@ -314,10 +315,15 @@ def format_duration(seconds: float) -> str:
 
 def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = None,
          users: list[str] | None = None) -> list[dict[str, Any]]:
-    """qrstat: active reservations, or those ``selectors`` name (ids, names, name patterns) in any state."""
+    """qrstat: active reservations, or those ``selectors`` name (ids, names, name patterns) in any state.
+
+    Only those the caller may see (visibility.reservations; by default all,
+    as qrstat(1)): another's hidden reservation is as unknown as a missing one."""
+    policy = services_access.policy(runtime)
     with reading(runtime.engine) as conn:
         if selectors:
-            rows = ar_db.list_reservations(conn)
+            rows = [r for r in ar_db.list_reservations(conn)
+                    if services_access.may_see_reservation(identity, r["owner"], policy)]
             chosen = []
             for selector in selectors:
                 found = [r for r in rows if _selected(selector, r)]
@@ -326,7 +332,8 @@ def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = Non
                 chosen.extend(r for r in found if r not in chosen)
             rows = chosen
         else:
-            rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+            rows = [r for r in ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+                    if services_access.may_see_reservation(identity, r["owner"], policy)]
         if users:
             wanted = [identity.user if u == "$user" else u for u in users]
             rows = [r for r in rows if any(match_pattern(u, r["owner"]) for u in wanted)]
@@ -382,6 +389,7 @@ def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bo
     owners = [identity.user if u == "$user" else u for u in users] if users else [identity.user]
     if not selectors and not users:
         raise InvalidInput("qrdel: give advance reservation ids or names, or -u users")
+    policy = services_access.policy(runtime)
     with reading(runtime.engine) as conn:
         if selectors:
             groups = [(selector, _resolve(conn, selector, owners)) for selector in selectors]
@@ -394,7 +402,7 @@ def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bo
         for ar_id in ids:
             with reading(runtime.engine) as conn:
                 row = ar_db.get(conn, ar_id)
-            if row is None:
+            if row is None or not services_access.may_see_reservation(identity, row["owner"], policy):
                 raise NotFound(f"advance reservation {ar_id} does not exist")
             if not access.may_administer(identity.role, identity.user, row["owner"]):
                 raise Forbidden(f"{identity.user} is not allowed to delete advance reservation {ar_id} "
@@ -528,10 +536,11 @@ def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Changes, no
         values["acl"] = json.dumps(list(acl))
     duration = parse_duration(changes.duration) if changes.duration else None
     cands = {(c.queue, c.host): c for c in candidates(runtime)}
+    policy = services_access.policy(runtime)
 
     def work(conn: Connection) -> dict[str, Any]:
         row = ar_db.get(conn, ar_id)
-        if row is None:
+        if row is None or not services_access.may_see_reservation(identity, row["owner"], policy):
             raise NotFound(f"advance reservation {ar_id} does not exist")
         if not access.may_administer(identity.role, identity.user, row["owner"]):
             raise Forbidden(f"{identity.user} is not allowed to modify advance reservation {ar_id}")
