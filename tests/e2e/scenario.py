@@ -372,7 +372,8 @@ class Run:
 
     def wait_pools_cleaned(self, timeout: float) -> None:
         wait_until("the SubmitPoolCleaner drops every pool and task queue",
-                   lambda: not self.get("/pools") and not self.get("/task-queues"), timeout, self.all_logs)
+                   lambda: not self.get("/pools") and not self.get("/task-queues", token=self.manager), timeout,
+                   self.all_logs)
         self.mark("pools cleaned")
 
     def cleanup_pilots(self) -> None:
