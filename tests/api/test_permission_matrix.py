@@ -34,6 +34,7 @@ RUNNABLE = '[ Executable = "/bin/echo"; Arguments = "hello"; CPUTime = 300; ]'
 CERN_ONLY = '[ Executable = "/bin/echo"; Site = {"LCG.CERN.ch"}; CPUTime = 300; Requirements = [ Memory = 2000; ]; ]'
 MISSING_JOB = 999_999_999
 MISSING_AR = 99_999
+MISSING_POOL = "0123456789abcdef"
 IDENTITIES = {
     "owner": Identity(user="roland", group="lhcb_user", vo="lhcb", role="user"),
     "same_vo": Identity(user="alice", group="lhcb_user", vo="lhcb", role="user"),
@@ -162,7 +163,7 @@ class Call:
     body: Any = None
     params: dict[str, Any] | None = None
     shows: Callable[[Any], bool] | None = None
-    object_id: int | None = None                    # the id of the object the request is about
+    object_id: int | str | None = None              # the id of the object the request is about
     cleanup: Callable[[], Any] | None = None        # run after the request (frees what it took)
     missing: Call | None = None                     # the same request about an object that does not exist
 
@@ -171,7 +172,7 @@ def _ids(key: str, wanted: int) -> Callable[[Any], bool]:
     return lambda answer: any(item[key] == wanted for item in answer)
 
 
-def about(object_id: int, missing_id: int, make: Callable[[int], Call]) -> Call:
+def about(object_id: Any, missing_id: Any, make: Callable[[Any], Call]) -> Call:
     """``make(id)`` about ``object_id``, with the same request about ``missing_id`` beside it."""
     return Call(**{**vars(make(object_id)), "object_id": object_id,
                    "missing": Call(**{**vars(make(missing_id)), "object_id": missing_id})})
@@ -259,8 +260,8 @@ CALLS: dict[tuple[str, str], Callable[[World, str], Call]] = {
     ("POST", "/jobs/{job_id}/heartbeat"): _report("/heartbeat", {}),
     ("POST", "/jobs/{job_id}/output"): _report("/output", {"stdout": "hello\n"}),
     ("GET", "/matcher/submit-pools"): lambda w, c: Call("GET", "/matcher/submit-pools", params=LOCAL),
-    ("GET", "/pools"): lambda w, c: Call("GET", "/pools"),
-    ("GET", "/pools/{pool_id}"): lambda w, c: Call("GET", f"/pools/{w.pool}"),
+    ("GET", "/pools"): lambda w, c: Call("GET", "/pools", shows=_ids("SubmitPool", w.pool)),
+    ("GET", "/pools/{pool_id}"): lambda w, c: about(w.pool, MISSING_POOL, lambda i: Call("GET", f"/pools/{i}")),
     ("GET", "/task-queues"): lambda w, c: Call("GET", "/task-queues", shows=_ids("TaskQueue", w.task_queue)),
     ("GET", "/queues"): lambda w, c: Call("GET", "/queues"),
     ("GET", "/complexes"): lambda w, c: Call("GET", "/complexes"),
@@ -301,7 +302,7 @@ def _send(w: World, caller: str, call: Call) -> httpx.Response:
     return w.as_(caller).request(call.method, call.path, json=call.body, params=call.params)
 
 
-def _alike(hidden: httpx.Response, missing: httpx.Response, hidden_id: int, missing_id: int) -> bool:
+def _alike(hidden: httpx.Response, missing: httpx.Response, hidden_id: Any, missing_id: Any) -> bool:
     """Same status and the same body, but for the id."""
     return (hidden.status_code == missing.status_code
             and hidden.text == missing.text.replace(str(missing_id), str(hidden_id)))

@@ -115,6 +115,26 @@ def test_who_sees_rolands_task_queue(callers, scope, sees):
             assert queues[tq_id]["Owner"] == "roland" and queues[tq_id]["VO"] == "lhcb"
 
 
+@pytest.mark.parametrize("scope, others_see", [("vo", False), ("owner", False), ("all", True)])
+def test_a_pool_is_seen_by_its_vo(callers, scope, others_see):
+    people = callers(task_queues=scope)
+    job_id = submit_with_requirements(people["roland"])
+    pool = people["roland"].ok("GET", f"/jobs/{job_id}")["SubmitPool"]
+    for name in ("roland", "bob", "admin"):
+        assert pool in {p["SubmitPool"] for p in people[name].ok("GET", "/pools")}, name
+    andre = people["andre"]
+    assert (pool in {p["SubmitPool"] for p in andre.ok("GET", "/pools")}) == others_see
+    if not others_see:
+        hidden, missing = andre.call("GET", f"/pools/{pool}"), andre.call("GET", "/pools/0123456789abcdef")
+        assert hidden.status_code == missing.status_code == 404
+        assert hidden.json()["detail"] == missing.json()["detail"].replace("0123456789abcdef", pool)
+
+
+def submit_with_requirements(caller: Caller) -> int:
+    text = '[ Executable = "/bin/echo"; CPUTime = 300; Requirements = [ Memory = 2000; ]; ]'
+    return caller.ok("POST", "/jobs", {"jdls": [{"source": "memory.jdl", "text": text}]})["job_ids"][0]
+
+
 def reserve(caller: Caller, name: str) -> int:
     later = (datetime.now(timezone.utc) + timedelta(days=30)).isoformat()
     return caller.ok("POST", "/reservations", {"start": later, "duration": "1:0:0", "name": name,

@@ -46,7 +46,7 @@ def test_a_job_with_requirements_is_filed_into_its_pool_and_task_queue(runtime, 
     assert status["Status"] == "Waiting"
     assert status["MinorStatus"] == "Pilot Agent Submission"
     assert status["Owner"] == "roland" and status["OwnerGroup"] == "lhcb_user"
-    pool = pools_service.get_pool(runtime, status["SubmitPool"])
+    pool = pools_service.get_pool(runtime, ROLAND, status["SubmitPool"])
     assert pool["Requirements"] == {"cpumodel": "Intel Xeon", "memory": 4000,
                                     "softwaretag": ["AppVersion1", "AppVersion2"]}
     assert "DIRAC.Local.ch/localhost/default" in pool["Queues"]

@@ -63,8 +63,8 @@ POST   /jobs/{job_id}/pilot-status       401 401 401 403    403    403    404   
 POST   /jobs/{job_id}/heartbeat          401 401 401 403    403    403    404    ok     ok  ok
 POST   /jobs/{job_id}/output             401 401 401 403    403    403    404    ok     ok  ok
 GET    /matcher/submit-pools             401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /pools                            401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /pools/{pool_id}                  401 401 401 ok     ok     ok     ok     ok     ok  ok
+GET    /pools                            401 401 401 ok     ok     hidden ok     ok     ok  ok
+GET    /pools/{pool_id}                  401 401 401 ok     ok     404    ok     ok     ok  ok
 GET    /task-queues                      401 401 401 ok     ok     hidden 403    403    ok  ok
 GET    /queues                           401 401 401 ok     ok     ok     ok     ok     ok  ok
 GET    /complexes                        401 401 401 ok     ok     ok     ok     ok     ok  ok

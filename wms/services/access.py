@@ -79,6 +79,12 @@ def may_see_task_queue(identity: Identity, tq: dict[str, Any], policy: Visibilit
     return in_scope(policy.task_queues, viewer(identity), Holder(tq["owner"], tq["owner_group"], tq["vo"]))
 
 
+def may_see_pool(identity: Identity, vo: str, policy: Visibility) -> bool:
+    """A submit pool is a VO's requirements and job count, with no owner: its VO's users and
+    pilots see it, everybody when task queues are visible to all."""
+    return identity.role in ADMINS or policy.task_queues == ALL or identity.vo == vo
+
+
 def may_see_reservation(identity: Identity, owner: str, policy: Visibility) -> bool:
     """A reservation records its owner's name only: its scope is the owner or all (OWNER_OR_ALL)."""
     return identity.role in ADMINS or policy.reservations == ALL or identity.user == owner

@@ -34,16 +34,19 @@ def submit_pools_for_queue(runtime: Runtime, site: str, ce: str, queue: str) -> 
         return pools_db.get_pools_for_queue(conn, site, ce, queue)
 
 
-def list_pools(runtime: Runtime) -> list[dict[str, Any]]:
+def list_pools(runtime: Runtime, identity: Identity) -> list[dict[str, Any]]:
+    """The pools the caller may see: a pool is its VO's requirements, shown as its task queues are."""
     with reading(runtime.engine) as conn:
         rows = pools_db.list_pools(conn)
-    return [_pool_view(row) for row in rows]
+    policy = access.policy(runtime)
+    return [_pool_view(row) for row in rows if access.may_see_pool(identity, row["vo"], policy)]
 
 
-def get_pool(runtime: Runtime, pool_id: str) -> dict[str, Any]:
+def get_pool(runtime: Runtime, identity: Identity, pool_id: str) -> dict[str, Any]:
+    """One pool; another VO's answers as a missing one."""
     with reading(runtime.engine) as conn:
         row = pools_db.get_pool(conn, pool_id)
-    if row is None:
+    if row is None or not access.may_see_pool(identity, row["vo"], access.policy(runtime)):
         raise NotFound(f"no such SubmitPool: {pool_id}")
     return _pool_view(row)
 
