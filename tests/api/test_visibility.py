@@ -161,6 +161,26 @@ def test_reservations_of_others_hidden_when_configured(callers):
     assert admin.ok("GET", "/reservations")[0]["name"] == "admins"       # unchanged, not deleted
 
 
+def test_a_hidden_reservation_is_seen_by_its_access_list_and_unknown_to_submit_ar(callers):
+    people = callers(reservations="owner")
+    later = (datetime.now(timezone.utc) + timedelta(days=30)).isoformat()
+    ar_id = people["admin"].ok("POST", "/reservations", {"start": later, "duration": "1:0:0", "resources": {"slots": 1},
+                                                          "users": ["admin", "roland"]})["ar_id"]
+    assert [r["ar_id"] for r in people["roland"].ok("GET", "/reservations")] == [ar_id]     # on its access list
+    assert people["alice"].ok("GET", "/reservations") == []
+
+    def submit_into(caller: Caller, reservation: int):
+        return caller.call("POST", "/jobs", {"jdls": [{"source": "ar.jdl", "text": HELLO}], "reservation": reservation,
+                                             "resource_requests": {"h_rt": "0:30:0"}})
+
+    hidden, missing = submit_into(people["alice"], ar_id), submit_into(people["alice"], 9999)
+    assert hidden.status_code == missing.status_code == 400
+    assert hidden.json()["detail"] == missing.json()["detail"].replace("9999", str(ar_id))
+    assert "does not exist" in hidden.json()["detail"]
+    # Where reservations are seen by all, the same request says why it is refused.
+    assert "has no access" in submit_into(callers()["alice"], ar_id).json()["detail"]
+
+
 def test_reservations_of_others_shown_by_default_as_qrstat_does(callers):
     people = callers()
     ar_id = reserve(people["admin"], "admins")

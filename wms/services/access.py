@@ -16,9 +16,12 @@ one place for these rules (docs/security.md, "Permissions").
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from wms.core.identity import Identity
+from wms.core.reservations.access import on_acl
 from wms.core.visibility import ALL, Holder, Visibility, in_scope
 
 if TYPE_CHECKING:
@@ -85,9 +88,13 @@ def may_see_pool(identity: Identity, vo: str, policy: Visibility) -> bool:
     return identity.role in ADMINS or policy.task_queues == ALL or identity.vo == vo
 
 
-def may_see_reservation(identity: Identity, owner: str, policy: Visibility) -> bool:
-    """A reservation records its owner's name only: its scope is the owner or all (OWNER_OR_ALL)."""
-    return identity.role in ADMINS or policy.reservations == ALL or identity.user == owner
+def may_see_reservation(identity: Identity, reservation: dict[str, Any], policy: Visibility,
+                        usersets: Mapping[str, Sequence[str]]) -> bool:
+    """A reservation records its owner's name only: its scope is the owner or all (OWNER_OR_ALL).
+    Under ``owner`` the users on its access list see it too: they are meant to submit into it."""
+    if identity.role in ADMINS or policy.reservations == ALL or identity.user == reservation["owner"]:
+        return True
+    return identity.role == USER and on_acl(identity.user, json.loads(reservation["acl"]), usersets)
 
 
 def may_see_usage_of(identity: Identity, users: list[str], policy: Visibility) -> bool:

@@ -19,12 +19,12 @@ from wms.services.runtime import Runtime
 def reservations(runtime: Runtime, identity: Identity, now: datetime) -> list[dict[str, Any]]:
     """Per reservation: slot-seconds reserved and used by its jobs (specs/003 5.4); of the
     reservations the caller may see (visibility.reservations)."""
-    policy = access.policy(runtime)
+    policy, usersets = access.policy(runtime), runtime.config.cluster.usersets
     with reading(runtime.engine) as conn:
         rows = ar_db.list_reservations(conn)
         out = []
         for row in rows:
-            if not access.may_see_reservation(identity, row["owner"], policy):
+            if not access.may_see_reservation(identity, row, policy, usersets):
                 continue
             granted = json.loads(row["granted"])
             slots = sum(g["slots"] for g in granted)

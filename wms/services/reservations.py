@@ -319,11 +319,11 @@ def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = Non
 
     Only those the caller may see (visibility.reservations; by default all,
     as qrstat(1)): another's hidden reservation is as unknown as a missing one."""
-    policy = services_access.policy(runtime)
+    policy, usersets = services_access.policy(runtime), runtime.config.cluster.usersets
     with reading(runtime.engine) as conn:
         if selectors:
             rows = [r for r in ar_db.list_reservations(conn)
-                    if services_access.may_see_reservation(identity, r["owner"], policy)]
+                    if services_access.may_see_reservation(identity, r, policy, usersets)]
             chosen = []
             for selector in selectors:
                 found = [r for r in rows if _selected(selector, r)]
@@ -333,7 +333,7 @@ def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = Non
             rows = chosen
         else:
             rows = [r for r in ar_db.list_reservations(conn, [s.value for s in ACTIVE])
-                    if services_access.may_see_reservation(identity, r["owner"], policy)]
+                    if services_access.may_see_reservation(identity, r, policy, usersets)]
         if users:
             wanted = [identity.user if u == "$user" else u for u in users]
             rows = [r for r in rows if any(match_pattern(u, r["owner"]) for u in wanted)]
@@ -389,7 +389,7 @@ def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bo
     owners = [identity.user if u == "$user" else u for u in users] if users else [identity.user]
     if not selectors and not users:
         raise InvalidInput("qrdel: give advance reservation ids or names, or -u users")
-    policy = services_access.policy(runtime)
+    policy, usersets = services_access.policy(runtime), runtime.config.cluster.usersets
     with reading(runtime.engine) as conn:
         if selectors:
             groups = [(selector, _resolve(conn, selector, owners)) for selector in selectors]
@@ -402,7 +402,7 @@ def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bo
         for ar_id in ids:
             with reading(runtime.engine) as conn:
                 row = ar_db.get(conn, ar_id)
-            if row is None or not services_access.may_see_reservation(identity, row["owner"], policy):
+            if row is None or not services_access.may_see_reservation(identity, row, policy, usersets):
                 raise NotFound(f"advance reservation {ar_id} does not exist")
             if not access.may_administer(identity.role, identity.user, row["owner"]):
                 raise Forbidden(f"{identity.user} is not allowed to delete advance reservation {ar_id} "
@@ -540,7 +540,7 @@ def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Changes, no
 
     def work(conn: Connection) -> dict[str, Any]:
         row = ar_db.get(conn, ar_id)
-        if row is None or not services_access.may_see_reservation(identity, row["owner"], policy):
+        if row is None or not services_access.may_see_reservation(identity, row, policy, usersets):
             raise NotFound(f"advance reservation {ar_id} does not exist")
         if not access.may_administer(identity.role, identity.user, row["owner"]):
             raise Forbidden(f"{identity.user} is not allowed to modify advance reservation {ar_id}")
@@ -720,9 +720,12 @@ def check_job(runtime: Runtime, identity: Identity, ar_id: int, hard: dict[str, 
     with reading(runtime.engine) as conn:
         row = ar_db.get(conn, ar_id)
         bookings = ar_db.bookings_of(conn, [ar_id])[ar_id] if row else []
-    if row is None or row["state"] in FINAL:
+    usersets = runtime.config.cluster.usersets
+    hidden = row is not None and not services_access.may_see_reservation(
+        identity, row, services_access.policy(runtime), usersets)
+    if row is None or row["state"] in FINAL or hidden:
         raise InvalidInput(f"-ar: advance reservation {ar_id} does not exist")
-    if not access.on_acl(identity.user, json.loads(row["acl"]), runtime.config.cluster.usersets):
+    if not access.on_acl(identity.user, json.loads(row["acl"]), usersets):
         raise Forbidden(f"-ar: {identity.user} has no access to advance reservation {ar_id}")
     offset = runtime.config.settings.duration_offset
     window = (row["end_time"] - row["start_time"]).total_seconds() - offset
