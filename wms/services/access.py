@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from wms.core.identity import Identity
 from wms.core.reservations.access import on_acl
-from wms.core.visibility import ALL, Holder, Visibility, in_scope
+from wms.core.visibility import ALL, GROUP, VO, Holder, Visibility, in_scope
 
 if TYPE_CHECKING:
     from wms.services.runtime import Runtime
@@ -45,10 +45,6 @@ def viewer(identity: Identity) -> Holder:
     return Holder(identity.user, identity.group, identity.vo)
 
 
-def sees_all_jobs(identity: Identity) -> bool:
-    return identity.role in ADMINS
-
-
 def may_change_job(identity: Identity, owner: str) -> bool:
     return identity.role in ADMINS or (identity.role == USER and identity.user == owner)
 
@@ -63,15 +59,16 @@ def may_see_job(identity: Identity, job: dict[str, Any], policy: Visibility) -> 
 
 
 def job_columns_seen(identity: Identity, policy: Visibility) -> dict[str, str] | None:
-    """The jobs a user may list, as columns any one of which must hold its value (None: all jobs).
+    """The jobs a user may list, as columns any one of which must hold its value (None: all jobs):
+    :func:`may_see_job`'s rule (``in_scope``) written as a query, so that the database filters.
 
     Only for users and administrators: a pilot lists the jobs it holds."""
     if identity.role in ADMINS or policy.jobs == ALL:
         return None
     columns = {"owner": identity.user}
-    if policy.jobs == "group":
+    if policy.jobs == GROUP:
         columns["owner_group"] = identity.group
-    elif policy.jobs == "vo":
+    elif policy.jobs == VO:
         columns["vo"] = identity.vo
     return columns
 

@@ -36,7 +36,6 @@ from wms.core.match.reservations import ReservationView, Snapshot
 from wms.core.patterns import match_pattern
 from wms.core.quantities import format_time, time_limit
 from wms.core.reservations import access
-from wms.services import access as services_access
 from wms.core.reservations.calendar import Calendar, Use
 from wms.core.reservations.ids import next_id
 from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, booked_scopes, decide
@@ -51,6 +50,7 @@ from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import reservations as ar_db
 from wms.db.engine import reading
+from wms.services import access as services_access
 from wms.services import mail
 from wms.services.retry import run_in_transaction
 from wms.services import complexes as complexes_service
