@@ -19,8 +19,8 @@ import pytest
 
 from tests.helpers import CONFIG_DIR, REPO, default_config, patience
 from tests.servers import ServerHandle, running_server
-from wms.api.app import create_app
-from wms.api.permissions import API_PREFIX, CALLERS, EXPECTED, HIDDEN, OK, api_routes, with_matrix
+from wms.api.app import API_PREFIX as API, create_app
+from wms.api.permissions import CALLERS, EXPECTED, HIDDEN, OK, api_routes, with_matrix
 from wms.core.identity import Identity
 from wms.db import pilots as pilots_db
 from wms.db.engine import make_engine
@@ -67,7 +67,7 @@ class World:
         return self.clients[caller]
 
     def ok(self, caller: str, method: str, path: str, body: Any = None, **params: Any) -> Any:
-        response = self.as_(caller).request(method, path, json=body, params=params or None)
+        response = self.as_(caller).request(method, API + path, json=body, params=params or None)
         assert response.is_success, f"{caller}: {method} {path}: {response.status_code} {response.text}"
         return response.json() if response.content else None
 
@@ -126,9 +126,9 @@ def world(request, tmp_path_factory, database_factory) -> Iterator[World]:
         (tmp / "pilots").mkdir()
         (tmp / "pilots" / f"{DIRECTOR_PILOT}.log").write_text("pilot started\n")
         engine.dispose()
-        clients = {name: httpx.Client(base_url=server.url + API_PREFIX, timeout=patience(60),
+        clients = {name: httpx.Client(base_url=server.url, timeout=patience(60),
                                       headers={"Authorization": f"Bearer {token}"}) for name, token in tokens.items()}
-        clients["none"] = httpx.Client(base_url=server.url + API_PREFIX, timeout=patience(60))
+        clients["none"] = httpx.Client(base_url=server.url, timeout=patience(60))
         world = World(server, clients)
         try:
             _objects(world)
@@ -180,16 +180,16 @@ def about(object_id: Any, missing_id: Any, make: Callable[[Any], Call]) -> Call:
 
 def _job_route(suffix: str = "", job: str = "held") -> Callable[[World, str], Call]:
     def make(w: World, caller: str) -> Call:
-        return about(getattr(w, job), MISSING_JOB, lambda i: Call("GET", f"/jobs/{i}{suffix}"))
+        return about(getattr(w, job), MISSING_JOB, lambda i: Call("GET", API + f"/jobs/{i}{suffix}"))
     return make
 
 
 def _kill(w: World, caller: str) -> Call:
-    return about(w.submit(CERN_ONLY), MISSING_JOB, lambda i: Call("POST", "/jobs/kill", {"job_ids": [i]}))
+    return about(w.submit(CERN_ONLY), MISSING_JOB, lambda i: Call("POST", API + "/jobs/kill", {"job_ids": [i]}))
 
 
 def _kill_one(w: World, caller: str) -> Call:
-    return about(w.submit(CERN_ONLY), MISSING_JOB, lambda i: Call("DELETE", f"/jobs/{i}"))
+    return about(w.submit(CERN_ONLY), MISSING_JOB, lambda i: Call("DELETE", API + f"/jobs/{i}"))
 
 
 def _speaks_as(caller: str) -> str:
@@ -201,27 +201,27 @@ def _report(suffix: str, extra: dict[str, Any]) -> Callable[[World, str], Call]:
     def make(w: World, caller: str) -> Call:
         if suffix != "/pilot-status":
             body = {"pilot_id": _speaks_as(caller), "attempt": w.attempt, **extra}
-            return about(w.held, MISSING_JOB, lambda i: Call("POST", f"/jobs/{i}{suffix}", body))
+            return about(w.held, MISSING_JOB, lambda i: Call("POST", API + f"/jobs/{i}{suffix}", body))
         # A status changes the job: a new one each time, ended by its pilot afterwards (its slot back).
         job_id, attempt = w.hand_out()
         body = {"pilot_id": _speaks_as(caller), "attempt": attempt, **extra}
         done = {"pilot_id": "matrix-own", "attempt": attempt, "status": "Done", "exit_code": 0}
-        call = about(job_id, MISSING_JOB, lambda i: Call("POST", f"/jobs/{i}{suffix}", body))
+        call = about(job_id, MISSING_JOB, lambda i: Call("POST", API + f"/jobs/{i}{suffix}", body))
         return Call(**{**vars(call), "cleanup": lambda: w.ok("own_pilot", "POST", f"/jobs/{job_id}{suffix}", done)})
     return make
 
 
 def _request_job(w: World, caller: str) -> Call:
     pilot_id = {"pilot": "matrix-other", "own_pilot": "matrix-own"}.get(caller, ADMIN_PILOT)
-    return Call("POST", "/matcher/request-job", request_body(pilot_id))
+    return Call("POST", API + "/matcher/request-job", request_body(pilot_id))
 
 
 def _renew(w: World, caller: str) -> Call:
-    return Call("POST", "/pilots/token/renew", {"pilot_id": _speaks_as(caller)})
+    return Call("POST", API + "/pilots/token/renew", {"pilot_id": _speaks_as(caller)})
 
 
 def _complexes(w: World, caller: str) -> Call:
-    return Call("PUT", "/complexes", {"text": w.ok("manager", "GET", "/complexes")["text"]})
+    return Call("PUT", API + "/complexes", {"text": w.ok("manager", "GET", "/complexes")["text"]})
 
 
 def _rule_set(name: str) -> str:
@@ -231,62 +231,68 @@ def _rule_set(name: str) -> str:
 def _delete_rqs(w: World, caller: str) -> Call:
     name = f"matrix_delete_{caller}"
     w.ok("manager", "POST", "/rqs", {"text": _rule_set(name)})
-    return Call("DELETE", "/rqs", params={"names": name})
+    return Call("DELETE", API + "/rqs", params={"names": name})
 
 
 def _delete_reservation(w: World, caller: str) -> Call:
-    return about(w.reservation(), MISSING_AR, lambda i: Call("POST", "/reservations/delete", {"selectors": [str(i)]}))
+    return about(w.reservation(), MISSING_AR,
+                 lambda i: Call("POST", API + "/reservations/delete", {"selectors": [str(i)]}))
 
 
 def _alter_reservation(w: World, caller: str) -> Call:
-    return about(w.ar_id, MISSING_AR, lambda i: Call("PATCH", f"/reservations/{i}", {"name": "matrix"}))
+    return about(w.ar_id, MISSING_AR, lambda i: Call("PATCH", API + f"/reservations/{i}", {"name": "matrix"}))
 
 
 CALLS: dict[tuple[str, str], Callable[[World, str], Call]] = {
-    ("GET", "/health"): lambda w, c: Call("GET", "/health"),
-    ("POST", "/jobs"): lambda w, c: Call("POST", "/jobs", {"jdls": [{"source": "matrix.jdl", "text": CERN_ONLY}]}),
-    ("GET", "/jobs"): lambda w, c: Call("GET", "/jobs", shows=_ids("JobID", w.held)),
-    ("GET", "/jobs/{job_id}"): _job_route(),
-    ("GET", "/jobs/{job_id}/jdl"): _job_route("/jdl"),
-    ("GET", "/jobs/{job_id}/history"): _job_route("/history"),
-    ("GET", "/jobs/{job_id}/output"): _job_route("/output"),
-    ("GET", "/jobs/{job_id}/why"): _job_route("/why"),
-    ("GET", "/jobs/{job_id}/match-queues"): _job_route("/match-queues", job="waiting"),
-    ("POST", "/jobs/kill"): _kill,
-    ("DELETE", "/jobs/{job_id}"): _kill_one,
-    ("POST", "/match-queues"): lambda w, c: Call("POST", "/match-queues", {"text": CERN_ONLY}),
-    ("POST", "/matcher/request-job"): _request_job,
-    ("POST", "/jobs/{job_id}/pilot-status"): _report("/pilot-status", {"status": "Running"}),
-    ("POST", "/jobs/{job_id}/heartbeat"): _report("/heartbeat", {}),
-    ("POST", "/jobs/{job_id}/output"): _report("/output", {"stdout": "hello\n"}),
-    ("GET", "/matcher/submit-pools"): lambda w, c: Call("GET", "/matcher/submit-pools", params=LOCAL),
-    ("GET", "/pools"): lambda w, c: Call("GET", "/pools", shows=_ids("SubmitPool", w.pool)),
-    ("GET", "/pools/{pool_id}"): lambda w, c: about(w.pool, MISSING_POOL, lambda i: Call("GET", f"/pools/{i}")),
-    ("GET", "/task-queues"): lambda w, c: Call("GET", "/task-queues", shows=_ids("TaskQueue", w.task_queue)),
-    ("GET", "/queues"): lambda w, c: Call("GET", "/queues"),
-    ("GET", "/complexes"): lambda w, c: Call("GET", "/complexes"),
-    ("PUT", "/complexes"): _complexes,
-    ("GET", "/pilots"): lambda w, c: Call("GET", "/pilots"),
-    ("POST", "/pilots/token/renew"): _renew,
-    ("GET", "/pilots/{pilot_id}/output"): lambda w, c: Call("GET", f"/pilots/{DIRECTOR_PILOT}/output"),
-    ("POST", "/reservations"): lambda w, c: Call("POST", "/reservations", {
+    ("GET", "/api/v1/health"): lambda w, c: Call("GET", API + "/health"),
+    ("POST", "/api/v1/jobs"): lambda w, c: Call("POST", API + "/jobs",
+                                                {"jdls": [{"source": "matrix.jdl", "text": CERN_ONLY}]}),
+    ("GET", "/api/v1/jobs"): lambda w, c: Call("GET", API + "/jobs", shows=_ids("JobID", w.held)),
+    ("GET", "/api/v1/jobs/{job_id}"): _job_route(),
+    ("GET", "/api/v1/jobs/{job_id}/jdl"): _job_route("/jdl"),
+    ("GET", "/api/v1/jobs/{job_id}/history"): _job_route("/history"),
+    ("GET", "/api/v1/jobs/{job_id}/output"): _job_route("/output"),
+    ("GET", "/api/v1/jobs/{job_id}/why"): _job_route("/why"),
+    ("GET", "/api/v1/jobs/{job_id}/match-queues"): _job_route("/match-queues", job="waiting"),
+    ("POST", "/api/v1/jobs/kill"): _kill,
+    ("DELETE", "/api/v1/jobs/{job_id}"): _kill_one,
+    ("POST", "/api/v1/match-queues"): lambda w, c: Call("POST", API + "/match-queues", {"text": CERN_ONLY}),
+    ("POST", "/api/v1/matcher/request-job"): _request_job,
+    ("POST", "/api/v1/jobs/{job_id}/pilot-status"): _report("/pilot-status", {"status": "Running"}),
+    ("POST", "/api/v1/jobs/{job_id}/heartbeat"): _report("/heartbeat", {}),
+    ("POST", "/api/v1/jobs/{job_id}/output"): _report("/output", {"stdout": "hello\n"}),
+    ("GET", "/api/v1/matcher/submit-pools"): lambda w, c: Call("GET", API + "/matcher/submit-pools", params=LOCAL),
+    ("GET", "/api/v1/pools"): lambda w, c: Call("GET", API + "/pools", shows=_ids("SubmitPool", w.pool)),
+    ("GET", "/api/v1/pools/{pool_id}"): lambda w, c: about(w.pool, MISSING_POOL,
+                                                           lambda i: Call("GET", API + f"/pools/{i}")),
+    ("GET", "/api/v1/task-queues"): lambda w, c: Call("GET", API + "/task-queues",
+                                                      shows=_ids("TaskQueue", w.task_queue)),
+    ("GET", "/api/v1/queues"): lambda w, c: Call("GET", API + "/queues"),
+    ("GET", "/api/v1/complexes"): lambda w, c: Call("GET", API + "/complexes"),
+    ("PUT", "/api/v1/complexes"): _complexes,
+    ("GET", "/api/v1/pilots"): lambda w, c: Call("GET", API + "/pilots"),
+    ("POST", "/api/v1/pilots/token/renew"): _renew,
+    ("GET", "/api/v1/pilots/{pilot_id}/output"): lambda w, c: Call("GET", API + f"/pilots/{DIRECTOR_PILOT}/output"),
+    ("POST", "/api/v1/reservations"): lambda w, c: Call("POST", API + "/reservations", {
         "start": (datetime.now(timezone.utc) + timedelta(days=30)).isoformat(), "duration": "1:0:0",
         "resources": {"slots": 1}, "verify": True}),
-    ("GET", "/reservations"): lambda w, c: Call("GET", "/reservations", shows=_ids("ar_id", w.ar_id)),
-    ("PATCH", "/reservations/{ar_id}"): _alter_reservation,
-    ("POST", "/reservations/delete"): _delete_reservation,
-    ("GET", "/accounting/reservations"): lambda w, c: Call("GET", "/accounting/reservations",
+    ("GET", "/api/v1/reservations"): lambda w, c: Call("GET", API + "/reservations", shows=_ids("ar_id", w.ar_id)),
+    ("PATCH", "/api/v1/reservations/{ar_id}"): _alter_reservation,
+    ("POST", "/api/v1/reservations/delete"): _delete_reservation,
+    ("GET", "/api/v1/accounting/reservations"): lambda w, c: Call("GET", API + "/accounting/reservations",
                                                            shows=_ids("ar_id", w.ar_id)),
-    ("GET", "/accounting/jobs"): lambda w, c: Call("GET", "/accounting/jobs", shows=_ids("JobID", w.finished)),
-    ("GET", "/rqs"): lambda w, c: Call("GET", "/rqs"),
-    ("GET", "/rqs/names"): lambda w, c: Call("GET", "/rqs/names"),
-    ("GET", "/rqs/template"): lambda w, c: Call("GET", "/rqs/template"),
-    ("POST", "/rqs"): lambda w, c: Call("POST", "/rqs", {"text": _rule_set(f"matrix_add_{c}")}),
-    ("PUT", "/rqs"): lambda w, c: Call("PUT", "/rqs", {"text": _rule_set("matrix_kept"), "name": "matrix_kept"}),
-    ("DELETE", "/rqs"): _delete_rqs,
-    ("POST", "/rqs/attributes"): lambda w, c: Call("POST", "/rqs/attributes", {
+    ("GET", "/api/v1/accounting/jobs"): lambda w, c: Call("GET", API + "/accounting/jobs",
+                                                          shows=_ids("JobID", w.finished)),
+    ("GET", "/api/v1/rqs"): lambda w, c: Call("GET", API + "/rqs"),
+    ("GET", "/api/v1/rqs/names"): lambda w, c: Call("GET", API + "/rqs/names"),
+    ("GET", "/api/v1/rqs/template"): lambda w, c: Call("GET", API + "/rqs/template"),
+    ("POST", "/api/v1/rqs"): lambda w, c: Call("POST", API + "/rqs", {"text": _rule_set(f"matrix_add_{c}")}),
+    ("PUT", "/api/v1/rqs"): lambda w, c: Call("PUT", API + "/rqs",
+                                              {"text": _rule_set("matrix_kept"), "name": "matrix_kept"}),
+    ("DELETE", "/api/v1/rqs"): _delete_rqs,
+    ("POST", "/api/v1/rqs/attributes"): lambda w, c: Call("POST", API + "/rqs/attributes", {
         "switch": "mattr", "attribute": "enabled", "value": "false", "target": "ruleset2"}),
-    ("GET", "/quotas"): lambda w, c: Call("GET", "/quotas", params={"users": "roland"}),
+    ("GET", "/api/v1/quotas"): lambda w, c: Call("GET", API + "/quotas", params={"users": "roland"}),
 }
 
 
@@ -314,13 +320,13 @@ def test_every_route_of_the_app_is_in_the_matrix():
     routes = set(api_routes(create_app(Runtime.create(default_config(), make_engine("sqlite://")))))
     assert sorted(routes - set(EXPECTED)) == [], "routes missing from wms/api/permissions.py"
     assert sorted(set(EXPECTED) - routes) == [], "routes in wms/api/permissions.py that the app does not have"
-    assert {(m, API_PREFIX + p) for m, p in CALLS} == set(EXPECTED), "routes without a request in CALLS"
+    assert set(CALLS) == set(EXPECTED), "routes without a request in CALLS"
 
 
-@pytest.mark.parametrize("route", sorted(EXPECTED), ids=lambda r: f"{r[0]} {r[1].removeprefix(API_PREFIX)}")
+@pytest.mark.parametrize("route", sorted(EXPECTED), ids=lambda r: f"{r[0]} {r[1].removeprefix(API)}")
 def test_each_caller_gets_what_the_matrix_says(world, route):
     method, path = route
-    make = CALLS[(method, path.removeprefix(API_PREFIX))]
+    make = CALLS[(method, path)]
     got, unlike = {}, []
     for caller in CALLERS:
         call = make(world, caller)

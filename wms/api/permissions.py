@@ -44,51 +44,49 @@ TITLES = {"none": "none", "forged": "forged", "expired": "expired", "owner": "ow
 OK, HIDDEN = "ok", "hidden"
 OUTCOMES = (OK, HIDDEN, "401", "403", "404")
 
-# One line per route: method, path (under /api/v1), then one outcome per caller in CALLERS' order.
+# One line per route: method, path, then one outcome per caller in CALLERS' order.
 _TABLE = """
-GET    /health                           ok  ok  ok  ok     ok     ok     ok     ok     ok  ok
-POST   /jobs                             401 401 401 ok     ok     ok     403    403    ok  ok
-GET    /jobs                             401 401 401 ok     hidden hidden hidden ok     ok  ok
-GET    /jobs/{job_id}                    401 401 401 ok     404    404    404    ok     ok  ok
-GET    /jobs/{job_id}/jdl                401 401 401 ok     404    404    404    ok     ok  ok
-GET    /jobs/{job_id}/history            401 401 401 ok     404    404    404    403    ok  ok
-GET    /jobs/{job_id}/output             401 401 401 ok     404    404    404    403    ok  ok
-GET    /jobs/{job_id}/why                401 401 401 ok     404    404    404    403    ok  ok
-GET    /jobs/{job_id}/match-queues       401 401 401 ok     404    404    403    403    ok  ok
-POST   /jobs/kill                        401 401 401 ok     404    404    403    403    ok  ok
-DELETE /jobs/{job_id}                    401 401 401 ok     404    404    403    403    ok  ok
-POST   /match-queues                     401 401 401 ok     ok     ok     403    403    ok  ok
-POST   /matcher/request-job              401 401 401 403    403    403    ok     ok     ok  ok
-POST   /jobs/{job_id}/pilot-status       401 401 401 403    403    403    404    ok     ok  ok
-POST   /jobs/{job_id}/heartbeat          401 401 401 403    403    403    404    ok     ok  ok
-POST   /jobs/{job_id}/output             401 401 401 403    403    403    404    ok     ok  ok
-GET    /matcher/submit-pools             401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /pools                            401 401 401 ok     ok     hidden ok     ok     ok  ok
-GET    /pools/{pool_id}                  401 401 401 ok     ok     404    ok     ok     ok  ok
-GET    /task-queues                      401 401 401 ok     ok     hidden 403    403    ok  ok
-GET    /queues                           401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /complexes                        401 401 401 ok     ok     ok     ok     ok     ok  ok
-PUT    /complexes                        401 401 401 403    403    403    403    403    403 ok
-GET    /pilots                           401 401 401 403    403    403    403    403    ok  ok
-POST   /pilots/token/renew               401 401 401 403    403    403    ok     ok     403 403
-GET    /pilots/{pilot_id}/output         401 401 401 403    403    403    403    403    ok  ok
-POST   /reservations                     401 401 401 ok     ok     ok     403    403    ok  ok
-GET    /reservations                     401 401 401 ok     ok     ok     403    403    ok  ok
-PATCH  /reservations/{ar_id}             401 401 401 ok     403    403    403    403    ok  ok
-POST   /reservations/delete              401 401 401 ok     403    403    403    403    ok  ok
-GET    /accounting/reservations          401 401 401 ok     ok     ok     403    403    ok  ok
-GET    /accounting/jobs                  401 401 401 ok     hidden hidden 403    403    ok  ok
-GET    /rqs                              401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /rqs/names                        401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /rqs/template                     401 401 401 403    403    403    403    403    ok  ok
-POST   /rqs                              401 401 401 403    403    403    403    403    ok  ok
-PUT    /rqs                              401 401 401 403    403    403    403    403    ok  ok
-DELETE /rqs                              401 401 401 403    403    403    403    403    ok  ok
-POST   /rqs/attributes                   401 401 401 403    403    403    403    403    ok  ok
-GET    /quotas                           401 401 401 ok     ok     ok     403    403    ok  ok
+GET    /api/v1/health                          ok  ok  ok  ok     ok     ok     ok     ok     ok  ok
+POST   /api/v1/jobs                            401 401 401 ok     ok     ok     403    403    ok  ok
+GET    /api/v1/jobs                            401 401 401 ok     hidden hidden hidden ok     ok  ok
+GET    /api/v1/jobs/{job_id}                   401 401 401 ok     404    404    404    ok     ok  ok
+GET    /api/v1/jobs/{job_id}/jdl               401 401 401 ok     404    404    404    ok     ok  ok
+GET    /api/v1/jobs/{job_id}/history           401 401 401 ok     404    404    404    403    ok  ok
+GET    /api/v1/jobs/{job_id}/output            401 401 401 ok     404    404    404    403    ok  ok
+GET    /api/v1/jobs/{job_id}/why               401 401 401 ok     404    404    404    403    ok  ok
+GET    /api/v1/jobs/{job_id}/match-queues      401 401 401 ok     404    404    403    403    ok  ok
+POST   /api/v1/jobs/kill                       401 401 401 ok     404    404    403    403    ok  ok
+DELETE /api/v1/jobs/{job_id}                   401 401 401 ok     404    404    403    403    ok  ok
+POST   /api/v1/match-queues                    401 401 401 ok     ok     ok     403    403    ok  ok
+POST   /api/v1/matcher/request-job             401 401 401 403    403    403    ok     ok     ok  ok
+POST   /api/v1/jobs/{job_id}/pilot-status      401 401 401 403    403    403    404    ok     ok  ok
+POST   /api/v1/jobs/{job_id}/heartbeat         401 401 401 403    403    403    404    ok     ok  ok
+POST   /api/v1/jobs/{job_id}/output            401 401 401 403    403    403    404    ok     ok  ok
+GET    /api/v1/matcher/submit-pools            401 401 401 ok     ok     ok     ok     ok     ok  ok
+GET    /api/v1/pools                           401 401 401 ok     ok     hidden ok     ok     ok  ok
+GET    /api/v1/pools/{pool_id}                 401 401 401 ok     ok     404    ok     ok     ok  ok
+GET    /api/v1/task-queues                     401 401 401 ok     ok     hidden 403    403    ok  ok
+GET    /api/v1/queues                          401 401 401 ok     ok     ok     ok     ok     ok  ok
+GET    /api/v1/complexes                       401 401 401 ok     ok     ok     ok     ok     ok  ok
+PUT    /api/v1/complexes                       401 401 401 403    403    403    403    403    403 ok
+GET    /api/v1/pilots                          401 401 401 403    403    403    403    403    ok  ok
+POST   /api/v1/pilots/token/renew              401 401 401 403    403    403    ok     ok     403 403
+GET    /api/v1/pilots/{pilot_id}/output        401 401 401 403    403    403    403    403    ok  ok
+POST   /api/v1/reservations                    401 401 401 ok     ok     ok     403    403    ok  ok
+GET    /api/v1/reservations                    401 401 401 ok     ok     ok     403    403    ok  ok
+PATCH  /api/v1/reservations/{ar_id}            401 401 401 ok     403    403    403    403    ok  ok
+POST   /api/v1/reservations/delete             401 401 401 ok     403    403    403    403    ok  ok
+GET    /api/v1/accounting/reservations         401 401 401 ok     ok     ok     403    403    ok  ok
+GET    /api/v1/accounting/jobs                 401 401 401 ok     hidden hidden 403    403    ok  ok
+GET    /api/v1/rqs                             401 401 401 ok     ok     ok     ok     ok     ok  ok
+GET    /api/v1/rqs/names                       401 401 401 ok     ok     ok     ok     ok     ok  ok
+GET    /api/v1/rqs/template                    401 401 401 403    403    403    403    403    ok  ok
+POST   /api/v1/rqs                             401 401 401 403    403    403    403    403    ok  ok
+PUT    /api/v1/rqs                             401 401 401 403    403    403    403    403    ok  ok
+DELETE /api/v1/rqs                             401 401 401 403    403    403    403    403    ok  ok
+POST   /api/v1/rqs/attributes                  401 401 401 403    403    403    403    403    ok  ok
+GET    /api/v1/quotas                          401 401 401 ok     ok     ok     403    403    ok  ok
 """
-
-API_PREFIX = "/api/v1"
 
 
 def _parse(text: str) -> dict[tuple[str, str], dict[str, str]]:
@@ -98,7 +96,7 @@ def _parse(text: str) -> dict[tuple[str, str], dict[str, str]]:
         assert len(cells) == len(CALLERS), f"{method} {path}: {len(cells)} outcomes for {len(CALLERS)} callers"
         assert set(cells) <= set(OUTCOMES), f"{method} {path}: unknown outcome in {cells}"
         assert (method, path) not in table, f"{method} {path} is listed twice"
-        table[(method, API_PREFIX + path)] = dict(zip(CALLERS, cells))
+        table[(method, path)] = dict(zip(CALLERS, cells))
     return table
 
 
@@ -123,8 +121,7 @@ def render_markdown() -> str:
     lines = [BEGIN, "", "| route | " + " | ".join(TITLES[c] for c in CALLERS) + " |",
              "|---|" + "---|" * len(CALLERS)]
     for (method, path), cells in EXPECTED.items():
-        lines.append(f"| `{method} {path.removeprefix(API_PREFIX)}` | " + " | ".join(cells[c] for c in CALLERS)
-                     + " |")
+        lines.append(f"| `{method} {path}` | " + " | ".join(cells[c] for c in CALLERS) + " |")
     return "\n".join([*lines, "", END])
 
 
