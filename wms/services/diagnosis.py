@@ -19,6 +19,7 @@ from wms.core.states import JobStatus
 from wms.db.engine import reading
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
+from wms.services import access
 from wms.services import jobs as jobs_service
 from wms.services.matcher import queue_context, task_queue_views
 from wms.services import reservations as reservations_service
@@ -31,7 +32,7 @@ QUOTA_REASON = "cannot run in queue {queue} because it {reason}"
 
 def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:
     """Every queue of the job's VO and the first layer that keeps the job from it."""
-    [row] = jobs_service.visible_jobs(runtime, identity, [job_id])
+    [row] = jobs_service.visible_jobs(runtime, identity, [job_id], access.WHY)
     out: dict[str, Any] = {"JobID": job_id, "Status": row["status"], "MinorStatus": row["minor_status"], "Queues": []}
     if row["status"] != JobStatus.WAITING or row["task_queue_id"] is None:
         where = f" on {row['queue']}" if row["queue"] else ""

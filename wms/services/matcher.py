@@ -459,14 +459,15 @@ def _holds(placement: dict[str, Any], pilot_id: str, attempt: int | None) -> boo
 
 
 def _check_holder(job_id: int, placement: dict[str, Any], pilot_id: str, attempt: int | None) -> None:
-    """Forbidden when the attempt the pilot quotes (the current one) was given to another pilot:
-    the job was never this pilot's in that attempt. A job that went back to
+    """NotFound when the attempt the pilot quotes (the current one) was given to another pilot:
+    the job was never this pilot's in that attempt, and it answers as a
+    missing job does, so that a pilot cannot probe ids. A job that went back to
     Waiting (its lease expired) holds no pilot: for the pilot that lost it
     that stays a Conflict, which tells it to stop the job; so does an
     attempt not quoted (the pilot may have lost the job since)."""
     holder = placement["pilot_id"]
     if attempt is not None and placement["attempt"] == attempt and holder is not None and holder != pilot_id:
-        raise Forbidden(f"job {job_id} (attempt {attempt}) was not given to pilot {pilot_id}")
+        raise NotFound(f"no such job: {job_id}")
 
 
 def heartbeat(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, now: datetime,

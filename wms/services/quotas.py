@@ -43,6 +43,7 @@ from wms.db import quotas as quotas_db
 from wms.db.engine import reading
 from wms.services import quota_usage
 from wms.services import stored_objects
+from wms.services import access
 from wms.services.access import ADMINS
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -425,6 +426,9 @@ def usage_report(runtime: Runtime, identity: Identity, selections: dict[str, lis
         wanted_resources.add(cx.name)
     selections = {k: v for k, v in selections.items() if v}
     selections.setdefault("users", [identity.user])
+    if not access.may_see_usage_of(identity, selections["users"], access.policy(runtime)):
+        raise Forbidden("users see only their own quota usage here (visibility.quota_usage is owner): "
+                        f"ask for -u {identity.user}, or leave -u out")
     with reading(runtime.engine) as conn:
         in_use = quotas_db.quota_usage(conn)
     by_label: dict[str, list[tuple[str, str, float]]] = {}

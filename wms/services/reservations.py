@@ -50,6 +50,7 @@ from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import reservations as ar_db
 from wms.db.engine import reading
+from wms.services import access as services_access
 from wms.services import mail
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -309,10 +310,15 @@ def format_duration(seconds: float) -> str:
 
 def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = None,
          users: list[str] | None = None) -> list[dict[str, Any]]:
-    """qrstat: active reservations, or those ``selectors`` name (ids, names, name patterns) in any state."""
+    """qrstat: active reservations, or those ``selectors`` name (ids, names, name patterns) in any state.
+
+    Only those the caller may see (visibility.reservations; by default all,
+    as qrstat(1)): another's hidden reservation is as unknown as a missing one."""
+    policy, usersets = services_access.policy(runtime), runtime.config.cluster.usersets
     with reading(runtime.engine) as conn:
         if selectors:
-            rows = ar_db.list_reservations(conn)
+            rows = [r for r in ar_db.list_reservations(conn)
+                    if services_access.may_see_reservation(identity, r, policy, usersets)]
             chosen = []
             for selector in selectors:
                 found = [r for r in rows if _selected(selector, r)]
@@ -321,7 +327,8 @@ def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = Non
                 chosen.extend(r for r in found if r not in chosen)
             rows = chosen
         else:
-            rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+            rows = [r for r in ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+                    if services_access.may_see_reservation(identity, r, policy, usersets)]
         if users:
             wanted = [identity.user if u == "$user" else u for u in users]
             rows = [r for r in rows if any(match_pattern(u, r["owner"]) for u in wanted)]
@@ -377,6 +384,7 @@ def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bo
     owners = [identity.user if u == "$user" else u for u in users] if users else [identity.user]
     if not selectors and not users:
         raise InvalidInput("qrdel: give advance reservation ids or names, or -u users")
+    policy, usersets = services_access.policy(runtime), runtime.config.cluster.usersets
     with reading(runtime.engine) as conn:
         if selectors:
             groups = [(selector, _resolve(conn, selector, owners)) for selector in selectors]
@@ -389,7 +397,7 @@ def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bo
         for ar_id in ids:
             with reading(runtime.engine) as conn:
                 row = ar_db.get(conn, ar_id)
-            if row is None:
+            if row is None or not services_access.may_see_reservation(identity, row, policy, usersets):
                 raise NotFound(f"advance reservation {ar_id} does not exist")
             if not access.may_administer(identity.role, identity.user, row["owner"]):
                 raise Forbidden(f"{identity.user} is not allowed to delete advance reservation {ar_id} "
@@ -523,10 +531,11 @@ def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Changes, no
         values["acl"] = json.dumps(list(acl))
     duration = parse_duration(changes.duration) if changes.duration else None
     cands = {(c.queue, c.host): c for c in candidates(runtime)}
+    policy = services_access.policy(runtime)
 
     def work(conn: Connection) -> dict[str, Any]:
         row = ar_db.get(conn, ar_id)
-        if row is None:
+        if row is None or not services_access.may_see_reservation(identity, row, policy, usersets):
             raise NotFound(f"advance reservation {ar_id} does not exist")
         if not access.may_administer(identity.role, identity.user, row["owner"]):
             raise Forbidden(f"{identity.user} is not allowed to modify advance reservation {ar_id}")
@@ -692,9 +701,12 @@ def check_job(runtime: Runtime, identity: Identity, ar_id: int, hard: dict[str, 
     with reading(runtime.engine) as conn:
         row = ar_db.get(conn, ar_id)
         bookings = ar_db.bookings_of(conn, [ar_id])[ar_id] if row else []
-    if row is None or row["state"] in FINAL:
+    usersets = runtime.config.cluster.usersets
+    hidden = row is not None and not services_access.may_see_reservation(
+        identity, row, services_access.policy(runtime), usersets)
+    if row is None or row["state"] in FINAL or hidden:
         raise InvalidInput(f"-ar: advance reservation {ar_id} does not exist")
-    if not access.on_acl(identity.user, json.loads(row["acl"]), runtime.config.cluster.usersets):
+    if not access.on_acl(identity.user, json.loads(row["acl"]), usersets):
         raise Forbidden(f"-ar: {identity.user} has no access to advance reservation {ar_id}")
     held = [(b["resource"], float(b["amount"])) for b in bookings]
     return admission.runtime_limit(ar_id, row["start_time"], row["end_time"], hard, slots, held, now,
