@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CONFIG_DIR, REPO, patience
+from tests.helpers import CONFIG_DIR, patience
 from tests.servers import WMS, free_port
 
 NOTHING_THERE = {
