@@ -193,3 +193,17 @@ def test_a_json_number_of_5000_digits_is_refused(client, tokens) -> None:
     response = client.post("/api/v1/jobs/kill", content=body, headers=auth(tokens))
     assert 400 <= response.status_code < 500, response.text
     assert "\n" not in response.json()["detail"]
+
+
+@pytest.mark.parametrize("method, path, body, status", [
+    ("GET", "/api/v1/no-such-thing", None, 404),
+    ("DELETE", "/api/v1/health", None, 405),
+    ("GET", "/api/v1/jobs", None, 401),
+    ("POST", "/api/v1/jobs", {"jdls": "not a list"}, 422),
+])
+def test_every_error_answer_names_its_request(client, tokens, method, path, body, status) -> None:
+    headers = {"X-Request-ID": "req-err"} if status == 401 else {**auth(tokens), "X-Request-ID": "req-err"}
+    response = client.request(method, path, json=body, headers=headers)
+    assert response.status_code == status
+    assert response.headers["x-request-id"] == "req-err"
+    assert response.json()["request_id"] == "req-err" and response.json()["detail"]

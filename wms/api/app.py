@@ -14,6 +14,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wms import __version__
 from wms.api import (
@@ -50,6 +51,11 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
         timeout = runtime.config.settings.limits.statement_timeout
         return error_response(Unavailable(f"the database took longer than {timeout:g} s "
                                           "(limits.statement_timeout); nothing was changed"))
+
+    @app.exception_handler(StarletteHTTPException)
+    def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Starlette's own refusals (no such path, method not allowed) in the API's one shape.
+        return JSONResponse(error_body(str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
