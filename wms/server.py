@@ -199,7 +199,6 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
             # Behind a TLS reverse proxy, X-Forwarded-For/-Proto are believed
             # from forwarded_allow_ips only (docs/deployment.md, "Behind TLS").
             forwarded_allow_ips=config.settings.forwarded_allow_ips)
-        shown = f" with {workers} worker processes" if workers > 1 and not embedded else ""
         if workers > 1 and not embedded:
             # uvicorn's supervisor starts the workers (spawned: they build
             # their runtimes afresh) and restarts one that dies.
@@ -207,7 +206,8 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
             runtime.engine.dispose()
             supervisor = Multiprocess(uvicorn.Config("wms.server:worker_app", factory=True, workers=workers,
                                                      **options), sockets=[sock])
-            print(f"wms: serving http://{host}:{port}/api/v1{shown} (OpenAPI at /docs)", file=sys.stderr)
+            print(f"wms: serving http://{host}:{port}/api/v1 with {workers} worker processes (OpenAPI at /docs)",
+                  file=sys.stderr)
             with contextlib.suppress(KeyboardInterrupt):
                 supervisor.run()
             return 0
