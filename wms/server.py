@@ -32,6 +32,7 @@ from agents.scheduler import Scheduler
 from wms.token_file import token_file, write_token_file
 from wms.config import config_dir_from_env, load_config
 from wms.config.loader import ENV_CONFIG
+from wms.config.models import parse_bind as parse_host_port
 from wms.core.errors import ConfigError, Unauthorized, WmsError
 from wms.core.identity import Identity
 from wms import logs
@@ -51,14 +52,20 @@ def client_host(host: str) -> str:
     """The address clients use for a bind address (a wildcard means this machine)."""
     if host in ("0.0.0.0", "::", ""):
         return "127.0.0.1"
-    return f"[{host}]" if ":" in host else host
+    return url_host(host)
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
-    host, sep, port = bind.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"bind must be HOST:PORT, got {bind!r}")
-    return host, int(port)
+    """``--bind`` (or wms.yaml bind) as (host, port): wms.yaml's rule, IPv6 as ``[::1]:8080``."""
+    try:
+        return parse_host_port(bind)
+    except ValueError as exc:
+        raise ConfigError(str(exc), where="--bind") from None
+
+
+def url_host(host: str) -> str:
+    """``host`` as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 def local_manager(runtime: Runtime) -> Identity:
@@ -135,7 +142,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.close()
         hint = " (another server runs there: stop it, or choose another with --bind)" \
             if exc.errno == errno.EADDRINUSE else ""
-        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+        raise StartupError(f"cannot listen on {url_host(host)}:{port}: {exc.strerror or exc}{hint}") from None
     sock.set_inheritable(True)     # the worker processes of --workers serve it too
     return sock
 
@@ -206,13 +213,13 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
             runtime.engine.dispose()
             supervisor = Multiprocess(uvicorn.Config("wms.server:worker_app", factory=True, workers=workers,
                                                      **options), sockets=[sock])
-            print(f"wms: serving http://{host}:{port}/api/v1 with {workers} worker processes (OpenAPI at /docs)",
-                  file=sys.stderr)
+            print(f"wms: serving http://{url_host(host)}:{port}/api/v1 with {workers} worker processes "
+                  "(OpenAPI at /docs)", file=sys.stderr)
             with contextlib.suppress(KeyboardInterrupt):
                 supervisor.run()
             return 0
         server = uvicorn.Server(uvicorn.Config(create_app(runtime), **options))
-        print(f"wms: serving http://{host}:{port}/api/v1 (OpenAPI at /docs)", file=sys.stderr)
+        print(f"wms: serving http://{url_host(host)}:{port}/api/v1 (OpenAPI at /docs)", file=sys.stderr)
         scheduler = None
         if embedded:
             # The embedded default's local computing element: the SiteDirector

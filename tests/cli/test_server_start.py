@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import CONFIG_DIR, patience
-from tests.servers import WMS, free_port
+from tests.servers import WMS, free_port, wait_for
 
 NOTHING_THERE = {
     "postgresql": "postgresql://wms@127.0.0.1:{port}/wms",
@@ -105,3 +105,28 @@ def test_a_bad_log_level_stops_start_up(tmp_path):
     assert one_line(result) == "wms: WMS_LOG_LEVEL: expected one of DEBUG, INFO, WARNING, ERROR, got 'loud'"
     result = run(tmp_path, "server", "--log-level", "loud", database_url=url)
     assert result.returncode == 2 and "--log-level" in result.stderr
+
+
+def test_a_bad_bind_is_one_line_and_an_ipv6_one_serves(tmp_path):
+    url = f"sqlite:///{tmp_path / 'wms.db'}"
+    result = run(tmp_path, "server", "--bind", "nowhere", database_url=url)
+    assert result.returncode == 1
+    assert one_line(result) == "wms: --bind: expected HOST:PORT (e.g. 127.0.0.1:8080), got 'nowhere'"
+    assert run(tmp_path, "db", "upgrade", database_url=url).returncode == 0
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+            port = probe.getsockname()[1]
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback on this machine: {exc}")
+    environ = {**os.environ, "HOME": str(tmp_path), "WMS_CONFIG": str(CONFIG_DIR), "WMS_DATABASE_URL": url}
+    log = tmp_path / "server.log"
+    with log.open("w") as out:
+        process = subprocess.Popen([*WMS, "server", "--bind", f"[::1]:{port}"], env=environ, cwd=tmp_path,
+                                   stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(f"http://[::1]:{port}", process, log=log)
+        assert f"wms: serving http://[::1]:{port}/api/v1 (OpenAPI at /docs)" in log.read_text()
+    finally:
+        process.terminate()
+        process.wait(timeout=patience(30))
