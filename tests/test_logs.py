@@ -134,3 +134,16 @@ def test_configure_twice_keeps_one_handler():
     assert len(ours) == 1 and len(logging.getLogger().handlers) <= before + 1
     assert isinstance(ours[0].formatter, logs.JsonFormatter)
     assert logging.getLogger("wms").level == logging.DEBUG
+
+
+def test_a_text_line_cannot_be_forged_by_a_value_with_a_newline():
+    def emit():
+        logging.getLogger("wms.services.matcher").info("no job for pilot %s", "p1\n2026-01-01 INFO forged")
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            logging.getLogger("wms.api").exception("request %s failed", "r1")
+
+    lines = _logged("text", emit).splitlines()
+    assert lines[0].endswith("no job for pilot p1\\n2026-01-01 INFO forged")
+    assert lines[1].endswith("wms.api request r1 failed") and lines[2] == "Traceback (most recent call last):"

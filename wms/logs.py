@@ -59,6 +59,7 @@ current_request_id: ContextVar[str | None] = ContextVar("wms_request_id", defaul
 # space, quote or control character that could forge a log line or a
 # header); anything else is replaced by one of ours.
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:=+/-]{0,127}")
+_CONTROL = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
 _SECRET_PARAMETER = re.compile(r"token|secret|password", re.IGNORECASE)
 HIDDEN = "***"
 
@@ -121,6 +122,29 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+def one_line(text: str) -> str:
+    """*text* on one line: control characters (a newline in a name the
+    caller sent, say) written as escapes (``\\n``, ``\\x00``). For log
+    lines and for the API's error details alike."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+class TextFormatter(logging.Formatter):
+    """TEXT_FORMAT, with the message kept on its line: a newline or other
+    control character in a value the caller chose (a pilot id, a path) is
+    written as an escape, so that no one can forge a log line. A traceback
+    still follows on lines of its own."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = one_line(record.message)
+        return super().formatMessage(record)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line; a record's ``fields`` (``extra={"fields": {...}}``)
     are added as keys of their own."""
@@ -145,7 +169,7 @@ class JsonFormatter(logging.Formatter):
 
 def make_handler(fmt: str, stream: TextIO | None = None) -> logging.Handler:
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RequestIdFilter())
     handler._wms_logs = True  # type: ignore[attr-defined]
     return handler

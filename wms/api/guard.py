@@ -42,7 +42,7 @@ from starlette.responses import JSONResponse
 from wms.api.deps import _bearer, get_now
 from wms.core.errors import InvalidInput, TooLarge, Unauthorized, WmsError
 from wms.core.limits import find_bad_character
-from wms.logs import current_request_id, request_id_from, shown_query
+from wms.logs import current_request_id, one_line, request_id_from, shown_query
 from wms.services.runtime import Runtime
 from wms.services.tokens import authenticate, verified_recently
 
@@ -65,15 +65,6 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _SUSPECT_RE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})|\xed[\xa0-\xbf]")
 _JSON_SCAN_RE = re.compile(rb'"(?:[^"\\]|\\.)*+"|(?P<open>[\[{])|(?P<close>[\]}])', re.S)
 _QUERY_NUL_RE = re.compile(rb"%00")
-_CONTROL_RE = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
-
-
-def one_line(text: str) -> str:
-    """*text* on one line: control characters (a newline in a name the
-    caller sent, say) written as escapes (``\\n``, ``\\x00``)."""
-    if _CONTROL_RE.search(text) is None:
-        return text
-    return _CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def error_body(detail: str, **more: Any) -> dict[str, Any]:
