@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Callable, Mapping
 
 from agents.registry import AGENTS, Agent
+from agents.reports import log_run
 from wms.services.runtime import Runtime
 
 log = logging.getLogger("wms.agents")
@@ -37,6 +38,7 @@ class Scheduler(threading.Thread):
 
     def run_once(self, name: str) -> object:
         """Run one agent now; its report, or None when it failed (logged)."""
+        started = time.monotonic()
         try:
             report = self.agents[name](self.runtime, self.clock())
         except Exception:  # noqa: BLE001 - one failing agent must not stop the others
@@ -44,6 +46,7 @@ class Scheduler(threading.Thread):
             return None
         finally:
             self.runs[name] += 1
+        log_run(name, report, time.monotonic() - started)
         self.last_report[name] = report
         return report
 

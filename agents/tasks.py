@@ -14,6 +14,7 @@ import dataclasses
 import enum
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 from typing import Any
@@ -24,6 +25,7 @@ from celery.signals import worker_process_init
 from agents import site_director
 from agents.celery_app import app, task_name
 from agents.locks import agent_lock
+from agents.reports import log_run
 from agents.registry import AGENTS, Agent
 from wms.services.runtime import Runtime
 
@@ -88,7 +90,7 @@ def run_agent(name: str, function: Agent, now: datetime | None = None) -> Any:
     ttl = app.agent_timing(name).lock_ttl
     client = lock_client()
     if client is None:
-        return jsonable(function(worker_runtime(), now))
+        return _run_logged(name, function, now)
     with contextlib.ExitStack() as stack:
         try:
             acquired = stack.enter_context(agent_lock(client, name, ttl))
@@ -98,7 +100,14 @@ def run_agent(name: str, function: Agent, now: datetime | None = None) -> Any:
         if not acquired:
             log.info("agent %s skipped: another run holds its lock", name)
             return {"skipped": "locked"}
-        return jsonable(function(worker_runtime(), now))
+        return _run_logged(name, function, now)
+
+
+def _run_logged(name: str, function: Agent, now: datetime) -> Any:
+    started = time.monotonic()
+    report = jsonable(function(worker_runtime(), now))
+    log_run(name, report, time.monotonic() - started)
+    return report
 
 
 def _agent_task(name: str) -> Callable[[], Any]:

@@ -33,6 +33,8 @@ FORBIDDEN = {
     "wms/bench_http.py": ("wms.cli", "wms.api", "agents", "pilot"),
     "wms/demo.py": ("wms.api", "wms.services", "wms.db", "agents", "pilot"),
     "wms/token_file.py": ("wms",),
+    # Logging set-up and request ids: the server, the API and the agents use it; it uses nothing of theirs.
+    "wms/logs.py": ("wms.db", "wms.services", "wms.api", "wms.cli", "wms.config", "agents", "pilot"),
     "wms/__init__.py": ("wms.db", "wms.services", "wms.api", "wms.cli"),
 }
 # The pilot runs on worker nodes with nothing but python3.

@@ -4,16 +4,27 @@
 manager token for the local user to ~/.config/wms/token (when the one
 there does not open this database), and serves the API. Configuration
 errors stop it before anything starts.
+
+Start-up is honest: the configuration is read, the database answers with
+the schema this code needs, and the port is bound before "serving" is
+announced and before any agent starts. Any of them failing is one line on
+stderr and exit status 1, with no agent or pilot left running.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import getpass
 import os
+import socket
 import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from agents import site_director
 from agents.registry import AGENTS
@@ -21,27 +32,40 @@ from agents.scheduler import Scheduler
 from wms.token_file import token_file, write_token_file
 from wms.config import config_dir_from_env, load_config
 from wms.config.loader import ENV_CONFIG
+from wms.config.models import parse_bind as parse_host_port
 from wms.core.errors import ConfigError, Unauthorized, WmsError
 from wms.core.identity import Identity
-from wms.db.migrate import upgrade
+from wms import logs
+from wms.db.engine import database_problem, describe_database_error, safe_url
+from wms.db.migrate import schema_problem, upgrade
 from wms.services.pilots import make_launcher
 from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
 from wms.services.tokens import authenticate, create_token, default_lifetime
 
 
+# Connections the kernel queues before the server accepts them (uvicorn's default).
+LISTEN_BACKLOG = 2048
+
+
 def client_host(host: str) -> str:
     """The address clients use for a bind address (a wildcard means this machine)."""
     if host in ("0.0.0.0", "::", ""):
         return "127.0.0.1"
-    return f"[{host}]" if ":" in host else host
+    return url_host(host)
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
-    host, sep, port = bind.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"bind must be HOST:PORT, got {bind!r}")
-    return host, int(port)
+    """``--bind`` (or wms.yaml bind) as (host, port): wms.yaml's rule, IPv6 as ``[::1]:8080``."""
+    try:
+        return parse_host_port(bind)
+    except ValueError as exc:
+        raise ConfigError(str(exc), where="--bind") from None
+
+
+def url_host(host: str) -> str:
+    """``host`` as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 def local_manager(runtime: Runtime) -> Identity:
@@ -76,6 +100,7 @@ def worker_app():
     from wms.api.guard import REQUEST_THREAD_STACK
 
     threading.stack_size(REQUEST_THREAD_STACK)    # as serve() does: see there
+    logs.configure_from_environment()             # the level serve() chose, through WMS_LOG_LEVEL
     _no_delay_on_shared_sockets()
     return create_app(Runtime.create(load_config(config_dir_from_env(None))))
 
@@ -100,8 +125,51 @@ def _no_delay_on_shared_sockets() -> None:
     base_events._set_nodelay = set_nodelay  # type: ignore[attr-defined]
 
 
-def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: int = 1) -> int:
+class StartupError(WmsError):
+    """Something the server needs is not there: it stops before it serves."""
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening, made before anything
+    is announced or started, so that a taken port stops start-up at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        hint = " (another server runs there: stop it, or choose another with --bind)" \
+            if exc.errno == errno.EADDRINUSE else ""
+        raise StartupError(f"cannot listen on {url_host(host)}:{port}: {exc.strerror or exc}{hint}") from None
+    sock.set_inheritable(True)     # the worker processes of --workers serve it too
+    return sock
+
+
+def check_database(runtime: Runtime, *, migrate: bool = False) -> None:
+    """The database answers and holds the schema this code needs (``migrate``:
+    bring it there first, as `wms up` does); else StartupError in one line."""
+    engine = runtime.engine
+    problem = database_problem(engine)
+    if problem is None:
+        try:
+            if migrate:
+                upgrade(engine)
+            problem = schema_problem(engine)
+        except SQLAlchemyError as exc:
+            problem = describe_database_error(exc)
+    if problem is not None:
+        raise StartupError(f"database {safe_url(runtime.config.settings.database_url)}: {problem}")
+
+
+def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: int = 1,
+          log_level: str | None = None) -> int:
+    """`wms server` / `wms up`: check everything, bind, announce, start the
+    agents (`wms up`), then serve. Any failure before serving is one line
+    on stderr and exit 1, with nothing left running."""
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
     from wms.api.app import create_app
     from wms.api.guard import REQUEST_THREAD_STACK
@@ -110,54 +178,74 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
     # get a stack deep enough for any text the input limits let through.
     threading.stack_size(REQUEST_THREAD_STACK)
 
+    database_url = None
     try:
+        level = logs.configure_from_environment(log_level)
         config = load_config(config_dir_from_env(config_dir))
+        database_url = config.settings.database_url
         host, port = parse_bind(bind or config.settings.bind)
         runtime = Runtime.create(config)
+        check_database(runtime, migrate=embedded)
         # A bad config/rqs file stops start-up.
         quotas_service.read_rule_set_files(runtime, runtime.configured_complexes)
-        if embedded:
-            upgrade(runtime.engine)
-            token_path = ensure_local_token(runtime)
-            print(f"wms up: manager token for {getpass.getuser()} in {token_path}", file=sys.stderr)
+        sock = listening_socket(host, port)
     except WmsError as exc:
         print(f"wms: {exc}", file=sys.stderr)
         return 1
-    shown = f" with {workers} worker processes" if workers > 1 and not embedded else ""
-    print(f"wms: serving http://{host}:{port}/api/v1{shown} (OpenAPI at /docs)", file=sys.stderr)
-    scheduler = None
-    if embedded:
-        # The embedded default's local computing element: the SiteDirector
-        # starts pilots as local processes that talk to this server.
-        launcher = make_launcher(runtime, url=f"http://{client_host(host)}:{port}",
-                                 log_dir=Path(config.settings.pilot_log_dir))
-        scheduler = Scheduler(runtime, agents={**AGENTS, "site_director": site_director.agent(launcher)})
-    if scheduler is not None:
-        scheduler.start()
-        print(f"wms up: agents in-process: {', '.join(sorted(scheduler.agents))}", file=sys.stderr)
-    try:
-        # Behind a TLS reverse proxy, X-Forwarded-For/-Proto are believed from
-        # forwarded_allow_ips only (docs/deployment.md, "Behind TLS").
-        options = dict(host=host, port=port, log_level="warning", proxy_headers=True,
-                       forwarded_allow_ips=config.settings.forwarded_allow_ips)
+    except SQLAlchemyError as exc:
+        print(f"wms: {describe_database_error(exc, database_url)}", file=sys.stderr)
+        return 1
+    with sock:
+        if embedded:
+            token_path = ensure_local_token(runtime)
+            print(f"wms up: manager token for {getpass.getuser()} in {token_path}", file=sys.stderr)
+        # uvicorn leaves logging alone (log_config=None: wms.logs has set it
+        # up) and writes no access log: the API's guard writes one line per
+        # request, with its request id.
+        options: dict[str, Any] = dict(
+            log_config=None, log_level=level.lower(), access_log=False, proxy_headers=True,
+            # Behind a TLS reverse proxy, X-Forwarded-For/-Proto are believed
+            # from forwarded_allow_ips only (docs/deployment.md, "Behind TLS").
+            forwarded_allow_ips=config.settings.forwarded_allow_ips)
         if workers > 1 and not embedded:
             # uvicorn's supervisor starts the workers (spawned: they build
             # their runtimes afresh) and restarts one that dies.
             os.environ[ENV_CONFIG] = str(Path(config_dir_from_env(config_dir)).resolve())
             runtime.engine.dispose()
-            uvicorn.run("wms.server:worker_app", factory=True, workers=workers, **options)
-        else:
-            uvicorn.run(create_app(runtime), **options)
-    finally:
-        if scheduler is not None:
-            scheduler.stop()
-    return 0
+            supervisor = Multiprocess(uvicorn.Config("wms.server:worker_app", factory=True, workers=workers,
+                                                     **options), sockets=[sock])
+            print(f"wms: serving http://{url_host(host)}:{port}/api/v1 with {workers} worker processes "
+                  "(OpenAPI at /docs)", file=sys.stderr)
+            with contextlib.suppress(KeyboardInterrupt):
+                supervisor.run()
+            return 0
+        server = uvicorn.Server(uvicorn.Config(create_app(runtime), **options))
+        print(f"wms: serving http://{url_host(host)}:{port}/api/v1 (OpenAPI at /docs)", file=sys.stderr)
+        scheduler = None
+        if embedded:
+            # The embedded default's local computing element: the SiteDirector
+            # starts pilots as local processes that talk to this server.
+            launcher = make_launcher(runtime, url=f"http://{client_host(host)}:{port}",
+                                     log_dir=Path(config.settings.pilot_log_dir))
+            scheduler = Scheduler(runtime, agents={**AGENTS, "site_director": site_director.agent(launcher)})
+            scheduler.start()
+            print(f"wms up: agents in-process: {', '.join(sorted(scheduler.agents))}", file=sys.stderr)
+        try:
+            # uvicorn stops on Ctrl-C, then raises it again: a clean stop.
+            with contextlib.suppress(KeyboardInterrupt):
+                server.run(sockets=[sock])
+        finally:
+            if scheduler is not None:
+                scheduler.stop()
+    return 0 if server.started else 1
 
 
-def run_agents(config_dir: str | None) -> int:
+def run_agents(config_dir: str | None, log_level: str | None = None) -> int:
     """`wms agents`: the periodic agents in this process, until Ctrl-C."""
     try:
+        logs.configure_from_environment(log_level)
         runtime = Runtime.create(load_config(config_dir_from_env(config_dir)))
+        check_database(runtime)
     except WmsError as exc:
         print(f"wms: {exc}", file=sys.stderr)
         return 1

@@ -32,7 +32,8 @@ def auth(tokens, user: str = "roland") -> dict[str, str]:
 def test_a_body_over_the_limit_is_413_from_its_length(small, tokens) -> None:
     response = small.post("/api/v1/jobs", content=b"x" * 1001, headers=auth(tokens))
     assert response.status_code == 413
-    assert response.json() == {"detail": "request body too large: more than 1000 bytes (limits.request_bytes)"}
+    assert response.json() == {"detail": "request body too large: more than 1000 bytes (limits.request_bytes)",
+                               "request_id": response.headers["x-request-id"]}
 
 
 def test_a_chunked_body_over_the_limit_is_413(small, tokens) -> None:
@@ -48,7 +49,8 @@ def test_the_token_is_checked_before_the_body_is_read(small) -> None:
     response = small.post("/api/v1/jobs", content=b"{not json")
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
-    assert response.json() == {"detail": "missing bearer token (Authorization: Bearer <token>)"}
+    assert response.json() == {"detail": "missing bearer token (Authorization: Bearer <token>)",
+                               "request_id": response.headers["x-request-id"]}
     response = small.post("/api/v1/jobs", content=b"{not json", headers={"Authorization": "Bearer nope"})
     assert response.status_code == 401
 
@@ -128,16 +130,16 @@ def test_a_statement_timeout_is_503_and_other_database_errors_are_500(runtime, t
     response = client.get("/api/v1/slow")
     assert response.status_code == 503
     assert response.json() == {"detail": "the database took longer than 30 s (limits.statement_timeout); "
-                                         "nothing was changed"}
+                                         "nothing was changed", "request_id": response.headers["x-request-id"]}
     response = client.get("/api/v1/broken")
     assert response.status_code == 500 and "request_id" in response.json()
 
 
 def test_nul_in_the_path_or_the_query_is_refused(client, tokens) -> None:
     response = client.get("/api/v1/pools/a%00b", headers=auth(tokens))
-    assert (response.status_code, response.json()) == (400, {"detail": "path: NUL character (U+0000) is not allowed"})
+    assert (response.status_code, response.json()["detail"]) == (400, "path: NUL character (U+0000) is not allowed")
     response = client.get("/api/v1/jobs?owner=%00", headers=auth(tokens))
-    assert (response.status_code, response.json()) == (400, {"detail": "query: NUL character (U+0000) is not allowed"})
+    assert (response.status_code, response.json()["detail"]) == (400, "query: NUL character (U+0000) is not allowed")
 
 
 @pytest.mark.parametrize("length, status, detail", [
@@ -163,7 +165,7 @@ def test_a_content_length_that_is_not_a_small_number(runtime, length, status, de
              "scheme": "http", "server": ("test", 80), "client": ("test", 1), "root_path": "", "app": app}
     anyio.run(app, scope, receive, send)
     assert sent[0]["status"] == status
-    assert json.loads(sent[1]["body"]) == {"detail": detail}
+    assert json.loads(sent[1]["body"])["detail"] == detail
 
 
 def test_a_bad_key_is_named_on_one_line(client, tokens) -> None:
@@ -179,7 +181,7 @@ def test_a_bad_key_is_named_on_one_line(client, tokens) -> None:
 def test_every_error_detail_is_one_line(client, tokens) -> None:
     response = client.get("/api/v1/pools/a%0Ab", headers=auth(tokens))
     assert response.status_code == 404
-    assert response.json() == {"detail": "no such SubmitPool: a\\nb"}
+    assert response.json()["detail"] == "no such SubmitPool: a\\nb"
     response = client.post("/api/v1/jobs", json={"jdls": [{"text": '[Executable="x";]'}], "a\nb": 1},
                            headers=auth(tokens))
     assert response.status_code == 422
@@ -191,3 +193,17 @@ def test_a_json_number_of_5000_digits_is_refused(client, tokens) -> None:
     response = client.post("/api/v1/jobs/kill", content=body, headers=auth(tokens))
     assert 400 <= response.status_code < 500, response.text
     assert "\n" not in response.json()["detail"]
+
+
+@pytest.mark.parametrize("method, path, body, status", [
+    ("GET", "/api/v1/no-such-thing", None, 404),
+    ("DELETE", "/api/v1/health", None, 405),
+    ("GET", "/api/v1/jobs", None, 401),
+    ("POST", "/api/v1/jobs", {"jdls": "not a list"}, 422),
+])
+def test_every_error_answer_names_its_request(client, tokens, method, path, body, status) -> None:
+    headers = {"X-Request-ID": "req-err"} if status == 401 else {**auth(tokens), "X-Request-ID": "req-err"}
+    response = client.request(method, path, json=body, headers=headers)
+    assert response.status_code == status
+    assert response.headers["x-request-id"] == "req-err"
+    assert response.json()["request_id"] == "req-err" and response.json()["detail"]

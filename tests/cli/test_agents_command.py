@@ -25,6 +25,9 @@ def test_wms_agents_runs_and_stops_on_ctrl_c(tmp_path):
         wait_until(lambda: RUNNING in log.read_text() or process.poll() is not None, timeout=60,
                    what="wms agents started", details=lambda: tail(log))
         assert process.poll() is None, tail(log)
+        # Each run is one line at INFO, the default level.
+        wait_until(lambda: "INFO    wms.agents agent lease_reaper ran in " in log.read_text(), timeout=60,
+                   what="a run of the lease reaper logged", details=lambda: tail(log))
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=patience(60)) == 0, tail(log)
     finally:

@@ -464,3 +464,29 @@ def test_the_scopes_in_the_schema_are_those_the_rule_knows() -> None:
 def test_a_visibility_scope_that_does_not_exist_is_refused(tmp_path: Path, text: str, key: str) -> None:
     error = _error(tmp_path, "wms.yaml", text)
     assert "wms.yaml:2" in str(error) and key in str(error)
+
+
+def test_the_database_pool_has_defaults_and_can_be_set(tmp_path: Path) -> None:
+    assert load_config(tmp_path, environ=NO_ENV).settings.database_pool.model_dump() == {
+        "size": 10, "max_overflow": 30, "recycle": 3600, "pre_ping": False, "timeout": 30, "connect_timeout": 10}
+    _write(tmp_path, "wms.yaml", """
+        database_pool: {size: 4, max_overflow: 0, recycle: 0, pre_ping: true, timeout: 2.5, connect_timeout: 3}
+    """)
+    pool = load_config(tmp_path, environ=NO_ENV).settings.database_pool
+    assert (pool.size, pool.max_overflow, pool.recycle, pool.pre_ping, pool.timeout, pool.connect_timeout) == (
+        4, 0, 0, True, 2.5, 3)
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("database_pool:\n  size: 0\n", 2, "database_pool.size: must be greater than 0, got 0"),
+    ("database_pool:\n  max_overflow: -1\n", 2, "database_pool.max_overflow: must be at least 0, got -1"),
+    ("database_pool:\n  recycle: soon\n", 2, "database_pool.recycle: expected an integer, got 'soon'"),
+    ("database_pool:\n  pre_ping: maybe\n", 2, "database_pool.pre_ping: Input should be a valid boolean"),
+    ("database_pool:\n  timeout: 0\n", 2, "database_pool.timeout: must be greater than 0, got 0"),
+    ("database_pool:\n  size: true\n", 2, "database_pool.size: expected an integer, got True"),
+    ("database_pool:\n  sise: 5\n", 2, "database_pool.sise: unknown key"),
+])
+def test_a_bad_database_pool_names_file_line_and_key(tmp_path: Path, text: str, line: int, message: str) -> None:
+    error = _error(tmp_path, "wms.yaml", text)
+    assert error.where == f"{tmp_path}/wms.yaml:{line}"
+    assert message in error.message, error.message

@@ -10,6 +10,7 @@ from pathlib import Path
 import psycopg
 import pymysql
 import pytest
+import sqlalchemy.exc
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -191,3 +192,49 @@ def test_a_statement_longer_than_the_timeout_is_cancelled(database_factory, back
             assert conn.execute(text("SELECT 1")).scalar_one() == 1
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
+def test_the_pool_takes_its_settings(database_factory, backend) -> None:
+    from wms.db.engine import PoolOptions
+
+    options = PoolOptions(size=3, max_overflow=1, recycle=0, pre_ping=True, timeout=0.5, connect_timeout=4)
+    engine = make_engine(database_factory(backend), pool=options)
+    try:
+        pool = engine.pool
+        assert (pool.size(), pool._max_overflow, pool._recycle, pool._pre_ping, pool._timeout) == (3, 1, -1, True, 0.5)
+        held = [engine.connect() for _ in range(4)]           # size + overflow: all there is
+        with pytest.raises(sqlalchemy.exc.TimeoutError):       # the next one waits `timeout`, then fails
+            engine.connect()
+        for conn in held:
+            conn.close()
+        with engine.connect() as conn:                         # pre-ping checks a connection before use
+            assert conn.execute(text("SELECT 1")).scalar_one() == 1
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
+def test_a_runtime_sizes_its_pool_from_wms_yaml(tmp_path: Path, database_factory, backend) -> None:
+    from wms.config import load_config
+    from wms.services.runtime import Runtime
+
+    (tmp_path / "wms.yaml").write_text("database_pool: {size: 2, max_overflow: 5, recycle: 600}\n")
+    config = load_config(tmp_path, environ={"WMS_DATABASE_URL": database_factory(backend)})
+    engine = Runtime.create(config).engine
+    try:
+        assert (engine.pool.size(), engine.pool._max_overflow, engine.pool._recycle) == (2, 5, 600)
+    finally:
+        engine.dispose()
+
+
+def test_a_database_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
+    from tests.servers import free_port
+    from wms.db.engine import database_problem
+
+    port = free_port()
+    assert database_problem(make_engine(f"sqlite:///{tmp_path / 'ok.db'}")) is None
+    problem = database_problem(make_engine(f"postgresql://wms@127.0.0.1:{port}/wms"))
+    assert problem is not None and "\n" not in problem and "Connection refused" in problem
+    problem = database_problem(make_engine(f"mysql://root@127.0.0.1:{port}/wms"))
+    assert problem == "Can't connect to MySQL server on '127.0.0.1' ([Errno 111] Connection refused)"

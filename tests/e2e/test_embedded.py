@@ -29,6 +29,12 @@ def test_embedded_run_survives_a_dead_pilot(tmp_path):
         run.finish(database_url)
         assert server.process is not None and server.process.poll() is None
         assert (tmp_path / "var" / "pilots" / f"{run.killed_pilot}.log").exists()
+        # The log at the default level: each agent run, each pilot sent, each match; no token.
+        log = server.log.read_text()
+        assert "INFO    wms.agents agent site_director ran in " in log
+        assert f"pilot {run.killed_pilot} submitted to " in log
+        assert f" matched to pilot {run.killed_pilot} on " in log
+        assert run.user not in log and run.manager not in log
         print("timings (s):", run.timings)
     finally:
         if run is not None:

@@ -6,6 +6,7 @@ on a SQLite runtime with their own clock.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Callable
 
@@ -13,18 +14,23 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wms import __version__
 from wms.api import (
     routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
 )
 from wms.api.deps import public
-from wms.api.guard import InputGuard, error_response, one_line
+from wms.api.guard import InputGuard, error_body, error_response
 from wms.core.errors import Unavailable, WmsError
-from wms.db.engine import is_statement_timeout
+from wms.db.engine import database_problem, is_statement_timeout
 from wms.services.runtime import Runtime
 
 API_PREFIX = "/api/v1"
+# Seconds a 503 of the health check asks a caller to wait before asking again.
+HEALTH_RETRY_AFTER_S = 5
+
+log = logging.getLogger("wms.api")
 
 
 def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) -> FastAPI:
@@ -46,6 +52,11 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
         return error_response(Unavailable(f"the database took longer than {timeout:g} s "
                                           "(limits.statement_timeout); nothing was changed"))
 
+    @app.exception_handler(StarletteHTTPException)
+    def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Starlette's own refusals (no such path, method not allowed) in the API's one shape.
+        return JSONResponse(error_body(str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
+
     @app.exception_handler(RequestValidationError)
     def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
@@ -54,11 +65,23 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
         # and "input" bytes, which JSON cannot carry, or a whole JDL.
         errors = [{"type": e.get("type"), "loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg"))}
                   for e in exc.errors()]
-        return JSONResponse({"detail": one_line(f"{where}: {first.get('msg')}"), "errors": errors}, status_code=422)
+        return JSONResponse(error_body(f"{where}: {first.get('msg')}", errors=errors), status_code=422)
 
-    @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)])
-    def health() -> dict[str, str]:
-        return {"status": "ok", "version": __version__}
+    @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)],
+             responses={503: {"description": "the database does not answer"}})
+    def health() -> JSONResponse:
+        """"ok" only when the database answers; else 503 and what is not ok.
+
+        Public (a load balancer asks it), so the answer names the part that
+        fails and leaves the driver's reason, which names hosts, to the log.
+        """
+        problem = database_problem(runtime.engine)
+        if problem is None:
+            return JSONResponse({"status": "ok", "version": __version__, "database": "ok"})
+        log.warning("health: the database does not answer: %s", problem)
+        return JSONResponse(error_body("database: not answering (the server log says why)", status="not ok",
+                                       version=__version__, database="not answering"),
+                            status_code=503, headers={"Retry-After": str(HEALTH_RETRY_AFTER_S)})
 
     app.include_router(routes_jobs.router, prefix=API_PREFIX)
     app.include_router(routes_jobs.match_router, prefix=API_PREFIX)

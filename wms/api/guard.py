@@ -13,8 +13,15 @@ An ASGI middleware, so that it acts before FastAPI reads or parses a body:
    it (``\\u0000``, ``\\udXXX``, or raw surrogate bytes that Python's JSON
    reader would let through) the strings are checked one by one and the first
    bad one named (``jdls.0.text:3:14: NUL character ...``);
-5. an exception no handler knows is logged with a request id and answered
-   as a JSON 500 carrying that id: the process and the connection live on.
+5. an exception no handler knows is logged with the request id and
+   answered as a JSON 500 carrying that id: the process and the connection
+   live on.
+
+Every request has an id (its X-Request-ID header when sane, else a new
+one: wms.logs): it is in every log line of the request, in the
+X-Request-ID header of its answer and in the body of an error answer. When
+the request is done, one access log line (logger ``wms.access``) gives
+client, method, path, status and time.
 
 Every refusal has the API's one error shape (:func:`error_response`).
 """
@@ -24,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-import uuid
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -35,6 +42,7 @@ from starlette.responses import JSONResponse
 from wms.api.deps import _bearer, get_now
 from wms.core.errors import InvalidInput, TooLarge, Unauthorized, WmsError
 from wms.core.limits import find_bad_character
+from wms.logs import current_request_id, one_line, request_id_from, shown_query
 from wms.services.runtime import Runtime
 from wms.services.tokens import authenticate, verified_recently
 
@@ -44,6 +52,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 log = logging.getLogger("wms.api")
+access_log = logging.getLogger("wms.access")
 
 #: Stack of each thread that runs a request, set by `wms server` before the
 #: threads start: deep enough for any text wms.core.limits lets through, with
@@ -56,21 +65,21 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _SUSPECT_RE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})|\xed[\xa0-\xbf]")
 _JSON_SCAN_RE = re.compile(rb'"(?:[^"\\]|\\.)*+"|(?P<open>[\[{])|(?P<close>[\]}])', re.S)
 _QUERY_NUL_RE = re.compile(rb"%00")
-_CONTROL_RE = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
 
 
-def one_line(text: str) -> str:
-    """*text* on one line: control characters (a newline in a name the
-    caller sent, say) written as escapes (``\\n``, ``\\x00``)."""
-    if _CONTROL_RE.search(text) is None:
-        return text
-    return _CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text)
+def error_body(detail: str, **more: Any) -> dict[str, Any]:
+    """The API's one error shape: ``{"detail": "one line", "request_id": ...}``."""
+    body: dict[str, Any] = {"detail": one_line(detail), **more}
+    request_id = current_request_id.get()
+    if request_id is not None:
+        body["request_id"] = request_id
+    return body
 
 
 def error_response(exc: WmsError) -> JSONResponse:
-    """The API's one error shape: ``{"detail": "one line"}`` with the error's status."""
+    """An error as the API answers it: :func:`error_body` with the error's status."""
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse({"detail": one_line(str(exc))}, status_code=int(exc.status), headers=headers)
+    return JSONResponse(error_body(str(exc)), status_code=int(exc.status), headers=headers)
 
 
 def internal_error_response(request_id: str) -> JSONResponse:
@@ -80,6 +89,29 @@ def internal_error_response(request_id: str) -> JSONResponse:
         status_code=500,
         headers={"X-Request-ID": request_id},
     )
+
+
+def with_request_id(headers: Any, request_id: str) -> list[tuple[bytes, bytes]]:
+    """The response headers with X-Request-ID (unless the route set one)."""
+    out = list(headers)
+    if not any(name.lower() == b"x-request-id" for name, _ in out):
+        out.append((b"x-request-id", request_id.encode("latin-1")))
+    return out
+
+
+def log_access(scope: Scope, status: int | None, seconds: float) -> None:
+    """The access log line of one request (never a header: tokens travel there)."""
+    if not access_log.isEnabledFor(logging.INFO):
+        return
+    client = scope.get("client")
+    address = client[0] if client else "-"
+    query = shown_query(scope.get("query_string", b""))
+    target = one_line(scope.get("path", "") + (f"?{query}" if query else ""))
+    method = one_line(str(scope.get("method", "-")))
+    millis = round(seconds * 1000, 1)
+    access_log.info('%s "%s %s" %s %.1f ms', address, method, target, status or "-", millis,
+                    extra={"fields": {"client": address, "method": method, "path": target,
+                                      "status": status, "duration_ms": millis}})
 
 
 def json_depth(body: bytes, limit: int) -> bool:
@@ -136,21 +168,30 @@ class InputGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
+        headers = dict(scope.get("headers", ()))
+        request_id = request_id_from(headers.get(b"x-request-id"))
+        context = current_request_id.set(request_id)
+        started_at = time.perf_counter()
+        status: int | None = None
 
         async def tracking_send(message: Message) -> None:
-            nonlocal started
+            nonlocal status
             if message["type"] == "http.response.start":
-                started = True
+                status = int(message["status"])
+                # Every answer names its request, so that a user can quote
+                # the id of a failed call and the operator find its lines.
+                message = {**message, "headers": with_request_id(message.get("headers", ()), request_id)}
             await send(message)
 
         try:
             await self.guarded(scope, receive, tracking_send)
         except Exception:  # noqa: BLE001 - the last resort: logged, answered, never fatal
-            request_id = uuid.uuid4().hex[:16]
             log.exception("request %s failed: %s %s", request_id, scope.get("method"), scope.get("path"))
-            if not started:
-                await internal_error_response(request_id)(scope, receive, send)
+            if status is None:
+                await internal_error_response(request_id)(scope, receive, tracking_send)
+        finally:
+            log_access(scope, status, time.perf_counter() - started_at)
+            current_request_id.reset(context)
 
     async def guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = self.check_url(scope)

@@ -296,6 +296,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     from wms.db.migrate import upgrade
 
     config = load_config(config_dir_from_env(args.config_dir))
+    args.database_url = config.settings.database_url    # named by an error's one line
     upgrade(make_engine(config.settings.database_url))
     print(f"database at {safe_url(config.settings.database_url)} is up to date")
     return 0
@@ -306,6 +307,7 @@ def _token_engine(args: argparse.Namespace):
     from wms.db.engine import make_engine
 
     config = load_config(config_dir_from_env(args.config_dir))
+    args.database_url = config.settings.database_url    # named by an error's one line
     return config, make_engine(config.settings.database_url)
 
 
@@ -369,19 +371,19 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
 def cmd_server(args: argparse.Namespace) -> int:
     from wms.server import serve
 
-    return serve(args.config_dir, args.bind, embedded=False, workers=args.workers)
+    return serve(args.config_dir, args.bind, embedded=False, workers=args.workers, log_level=args.log_level)
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
     from wms.server import run_agents
 
-    return run_agents(args.config_dir)
+    return run_agents(args.config_dir, log_level=args.log_level)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     from wms.server import serve
 
-    return serve(args.config_dir, args.bind, embedded=True)
+    return serve(args.config_dir, args.bind, embedded=True, log_level=args.log_level)
 
 
 def _positive(text: str) -> int:
@@ -407,9 +409,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def safe_url(url: str) -> str:
-    from sqlalchemy.engine import make_url
+    from wms.db.engine import safe_url as shown   # imported here: most commands never load SQLAlchemy
 
-    return make_url(url).render_as_string(hide_password=True)
+    return shown(url)
 
 
 # --------------------------------------------------------------- the parser
@@ -427,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     def server_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--config", dest="config_dir", default=None, help="configuration directory (WMS_CONFIG, ./config)")
         p.add_argument("--bind", default=None, help="HOST:PORT to listen on (default: bind in wms.yaml)")
+        p.add_argument("--log-level", dest="log_level", default=None, type=str.upper,
+                       choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                       help="DEBUG, INFO (default), WARNING or ERROR (WMS_LOG_LEVEL); WMS_LOG_FORMAT=json for JSON lines")
 
     p = command("up", cmd_up, "run the whole system in one process (API, agents, local pilots; SQLite by default)", json=False)
     server_options(p)
@@ -581,6 +586,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
+        print(f"{prog}: {unexpected_error(exc, getattr(args, 'database_url', None))}", file=sys.stderr)
+        return 1
+
+
+def unexpected_error(exc: Exception, database_url: str | None) -> str:
+    """One line for an error no command reports itself: a database's (a
+    server-side command on a bad database_url) or any other."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if isinstance(exc, SQLAlchemyError):
+        from wms.db.engine import describe_database_error
+
+        return describe_database_error(exc, database_url)
+    return f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
 
 
 if __name__ == "__main__":

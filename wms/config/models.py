@@ -218,6 +218,23 @@ class VisibilitySettings(_Model):
         return visibility.Visibility(**self.model_dump())
 
 
+class DatabasePoolSettings(_Model):
+    """``database_pool:``: the connections each process keeps to PostgreSQL
+    or MariaDB (SQLite ignores it). docs/deployment.md, "Database
+    connections", counts them against the server's max_connections."""
+
+    size: PositiveInt = 10
+    max_overflow: NonNegativeInt = 30
+    # Seconds before a connection is replaced (0: never); below the
+    # server's idle time-out (MariaDB wait_timeout, a proxy's).
+    recycle: NonNegativeInt = 3600
+    pre_ping: bool = False
+    # Seconds a request waits for a free connection before it fails.
+    timeout: Annotated[float, BeforeValidator(_no_bool), Field(gt=0)] = 30
+    # Seconds a new connection may take to open.
+    connect_timeout: PositiveInt = 10
+
+
 def _increasing(values: list[int]) -> list[int]:
     if any(b <= a for a, b in zip(values, values[1:])):
         raise ValueError(f"segments must be strictly increasing, got {values}")
@@ -237,6 +254,7 @@ class Settings(_Model):
     """wms.yaml: every key optional; see docs/configuration.md."""
 
     database_url: Url = "sqlite:///var/wms.db"
+    database_pool: DatabasePoolSettings = Field(default_factory=DatabasePoolSettings)
     broker_url: Url = "redis://127.0.0.1:6379/0"
     bind: Bind = "127.0.0.1:8080"
     agent_periods: dict[AgentName, Seconds] = Field(default_factory=dict)

@@ -3,7 +3,8 @@
 ``make_engine`` is the only place that knows about drivers and connection
 settings; ``is_retryable`` tells a service's retry loop which errors mean
 "the same transaction may succeed if run again"; ``insert_ignoring_duplicates``
-is the one dialect-specific statement the query modules need.
+is the one dialect-specific statement the query modules need;
+``database_problem`` says in one line why a database does not answer.
 
 SQLite transactions start with ``BEGIN IMMEDIATE``: the writer lock is taken
 at the start, so two writers queue on the busy timeout instead of failing
@@ -17,28 +18,59 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, Table, create_engine, event
+from sqlalchemy import Engine, Table, create_engine, event, text
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.engine.url import URL
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+
+from wms.core.errors import ConfigError
 
 # How long a SQLite connection waits for the writer lock before failing.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# Connections kept per process for the server databases. The API runs its
-# endpoints on at most 40 threads (anyio's default), so 10 + 30 lets every
-# one of them hold a connection: under a burst a request waits for a thread,
-# never for a connection, which timed out after 30 s and answered 500 when
-# the pool was smaller than the thread pool (256 pilots at once, measured).
+# Connections kept per process for the server databases (the defaults of
+# wms.yaml database_pool). The API runs its endpoints on at most 40 threads
+# (anyio's default), so 10 + 30 lets every one of them hold a connection:
+# under a burst a request waits for a thread, never for a connection, which
+# timed out after 30 s and answered 500 when the pool was smaller than the
+# thread pool (256 pilots at once, measured).
 POOL_SIZE = 10
 MAX_OVERFLOW = 30
 # MariaDB closes idle connections after wait_timeout (8 h by default).
 POOL_RECYCLE_S = 3600
+POOL_TIMEOUT_S = 30
 # MariaDB session limit on one GROUP_CONCAT result (bytes).
 GROUP_CONCAT_MAX_LEN = 16 * 1024 * 1024
+# A database host that drops packets would otherwise hold a connection
+# attempt (and the request, or the start-up check) for the kernel's TCP
+# time-out, about two minutes.
+CONNECT_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """The connection pool of one process (wms.yaml ``database_pool``; docs/deployment.md).
+
+    ``recycle`` 0 keeps connections for ever. SQLite ignores them all: its
+    connections are files opened in-process.
+    """
+
+    size: int = POOL_SIZE
+    max_overflow: int = MAX_OVERFLOW
+    recycle: int = POOL_RECYCLE_S
+    # No pre-ping by default: it costs a round trip on every checkout
+    # (about a millisecond per Matcher request here). A connection the
+    # server dropped fails on its first statement instead, is invalidated,
+    # and the transaction is retried on a fresh one (is_retryable). Behind
+    # a proxy or firewall that drops idle connections silently, turn it on.
+    pre_ping: bool = False
+    timeout: float = POOL_TIMEOUT_S
+    connect_timeout: int = CONNECT_TIMEOUT_S
+
 
 # PostgreSQL SQLSTATEs: serialization_failure, deadlock_detected.
 _PG_RETRYABLE = frozenset({"40001", "40P01"})
@@ -65,7 +97,8 @@ def normalise_url(url: str | URL) -> URL:
     raise ValueError(f"unsupported database URL {u.render_as_string(hide_password=True)!r}")
 
 
-def make_engine(url: str | URL, *, statement_timeout: float = 0, **kwargs: Any) -> Engine:
+def make_engine(url: str | URL, *, statement_timeout: float = 0, pool: PoolOptions | None = None,
+                **kwargs: Any) -> Engine:
     """An engine for ``url`` (SQLite, PostgreSQL or MariaDB), ready for use.
 
     *statement_timeout* (seconds, 0 for none) bounds every statement of the
@@ -73,21 +106,27 @@ def make_engine(url: str | URL, *, statement_timeout: float = 0, **kwargs: Any) 
     (``max_statement_time``, and ``innodb_lock_wait_timeout`` for lock
     waits), so that no request holds locks for long; SQLite has no such
     setting (its writers wait at most SQLITE_BUSY_TIMEOUT_MS for the lock).
-    Extra keyword arguments go to ``sqlalchemy.create_engine``.
+    *pool* sizes the connection pool (PoolOptions' defaults if None).
+    Extra keyword arguments go to ``sqlalchemy.create_engine``. A URL that
+    does not read or names another database raises ConfigError.
     """
-    u = normalise_url(url)
+    try:
+        u = normalise_url(url)
+    except (ValueError, ArgumentError) as exc:
+        raise ConfigError(f"{exc} (expected sqlite:///PATH, postgresql://... or mysql://...)",
+                          where="database_url") from None
     if u.get_backend_name() == "sqlite":
         return _make_sqlite_engine(u, **kwargs)
+    pool = pool or PoolOptions()
     options: dict[str, Any] = {
-        "pool_size": POOL_SIZE,
-        "max_overflow": MAX_OVERFLOW,
-        # No pre-ping: it costs a round trip on every checkout (about a
-        # millisecond per Matcher request here). A connection the server
-        # dropped fails on its first statement instead, is invalidated, and
-        # the transaction is retried on a fresh one (is_retryable).
-        "pool_pre_ping": False,
-        "pool_recycle": POOL_RECYCLE_S,
+        "pool_size": pool.size,
+        "max_overflow": pool.max_overflow,
+        "pool_pre_ping": pool.pre_ping,
+        "pool_recycle": pool.recycle if pool.recycle > 0 else -1,
+        "pool_timeout": pool.timeout,
     }
+    # Both drivers take connect_timeout (seconds); one in the URL wins.
+    connect_timeout = {} if "connect_timeout" in u.query else {"connect_timeout": pool.connect_timeout}
     if u.get_backend_name() == "mysql":
         # As on PostgreSQL: every statement sees what committed before it.
         # REPEATABLE READ would hide a row another transaction inserted
@@ -103,11 +142,41 @@ def make_engine(url: str | URL, *, statement_timeout: float = 0, **kwargs: Any) 
         options["connect_args"] = {"init_command": session}
     elif statement_timeout > 0:
         options["connect_args"] = {"options": f"-c statement_timeout={max(1, round(statement_timeout * 1000))}"}
-    connect_args = {**options.get("connect_args", {}), **kwargs.pop("connect_args", {})}
+    connect_args = {**connect_timeout, **options.get("connect_args", {}), **kwargs.pop("connect_args", {})}
     options.update(kwargs)
     if connect_args:
         options["connect_args"] = connect_args
     return create_engine(u, **options)
+
+
+def database_problem(engine: Engine) -> str | None:
+    """None when the database answers a query; else the driver's reason, in one line."""
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        return describe_database_error(exc)
+    return None
+
+
+def describe_database_error(exc: BaseException, url: str | URL | None = None) -> str:
+    """One line for a database error: the database (password hidden) and the
+    driver's first line, without SQLAlchemy's statement dump and link."""
+    orig = getattr(exc, "orig", None) or exc
+    args = getattr(orig, "args", ())
+    # PyMySQL: (2003, "Can't connect to MySQL server on ...")
+    text_ = str(args[1]) if len(args) == 2 and isinstance(args[0], int) else str(orig)
+    lines = [line.strip() for line in text_.splitlines() if line.strip()]
+    reason = lines[0] if lines else type(orig).__name__
+    return reason if url is None else f"database {safe_url(url)}: {reason}"
+
+
+def safe_url(url: str | URL) -> str:
+    """A database URL fit to show: its password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(a database_url that does not read)"
 
 
 def _make_sqlite_engine(u: URL, **kwargs: Any) -> Engine:

@@ -62,3 +62,23 @@ def current_revision(engine: Engine) -> str | None:
 def head_revision() -> str | None:
     """The newest revision among our migrations."""
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def schema_problem(engine: Engine) -> str | None:
+    """None when the schema is the one this code needs; else what to do, in one line.
+
+    A revision this code does not know is accepted: a newer release
+    migrated the database first, as a rolling upgrade does, and its
+    migrations keep the older servers working until they are replaced.
+    """
+    current = current_revision(engine)
+    if current is None:
+        return "the database has no schema yet: run `wms db upgrade`"
+    head = head_revision()
+    if current == head:
+        return None
+    script = ScriptDirectory.from_config(alembic_config())
+    known = {revision.revision for revision in script.walk_revisions()}
+    if current in known:
+        return f"the schema is at revision {current}, this version needs {head}: run `wms db upgrade`"
+    return None

@@ -217,14 +217,28 @@ RULES_CHANGING = "resource quota sets are being changed: ask again"
 def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random | None = None) -> MatchResult:
     validate_request(runtime, request)
     rng = rng or random.Random()
+    result = MatchResult(None, RULES_CHANGING)
     for _ in range(RULES_CHANGED_ATTEMPTS):
         try:
-            return _request_job(runtime, request, now, rng)
+            result = _request_job(runtime, request, now, rng)
+            break
         except match_db.QuotaSetsChanged:
             # Another process stored new sets (and recounted the running
             # jobs under them): adopt them now and decide afresh.
             quotas_service.adopt_now(runtime)
-    return MatchResult(None, RULES_CHANGING)
+    log_decision(request, result)
+    return result
+
+
+def log_decision(request: PilotRequest, result: MatchResult) -> None:
+    """The one log line of a match decision (docs/deployment.md, "Logs")."""
+    fields = {"pilot_id": request.pilot_id, "queue": request.ref.name, "host": request.host}
+    if result.job is not None:
+        log.info("job %s matched to pilot %s on %s (%s)", result.job["JobID"], request.pilot_id,
+                 request.ref.name, request.host, extra={"fields": {**fields, "job_id": result.job["JobID"]}})
+    else:
+        log.info("no job for pilot %s on %s (%s): %s", request.pilot_id, request.ref.name, request.host,
+                 result.reason, extra={"fields": {**fields, "reason": result.reason}})
 
 
 def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random) -> MatchResult:

@@ -27,6 +27,7 @@ pilot itself while it runs, and it is revoked when the pilot ends.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import secrets
@@ -63,6 +64,8 @@ CPU_TIME_MARGIN = 600
 # Bytes of a pilot's log `wms pilots --output` shows (the tail).
 PILOT_OUTPUT_LIMIT = 1 << 20
 PILOT_USER = "site-director"
+
+log = logging.getLogger(__name__)
 
 
 def pilot_identity(vo: str, pilot_id: str) -> Identity:
@@ -395,6 +398,11 @@ def launch_pilots(runtime: Runtime, launcher: PilotLauncher, ref: QueueRef, back
             pilots_db.set_backend_ref(conn, pid, backend_ref, now)
 
     run_in_transaction(runtime.engine, store)
+    for pid, backend_ref in zip(pilot_ids, refs):
+        # One line per pilot (never its token): where it went and how to find it there.
+        log.info("pilot %s submitted to %s (%s backend, %s)", pid, ref.name, backend_name, backend_ref,
+                 extra={"fields": {"pilot_id": pid, "queue": ref.name, "backend": backend_name,
+                                   "backend_ref": backend_ref}})
     return list(refs)
 
 

@@ -18,7 +18,7 @@ from wms.core.complexes import ComplexTable, parse_value
 from wms.core.errors import InvalidInput
 from wms.core.optimizers import ChainEnv, Executor, build_chain
 from wms.core.resources import Resources
-from wms.db.engine import make_engine
+from wms.db.engine import PoolOptions, make_engine
 from wms.services import stored_objects
 from wms.services.caches import Caches
 
@@ -47,7 +47,8 @@ class Runtime:
         runtime = cls(config=config, engine=None, chain=chain)
         check_complex_values(config, runtime.configured_complexes)
         runtime.engine = engine if engine is not None else make_engine(
-            config.settings.database_url, statement_timeout=config.settings.limits.statement_timeout
+            config.settings.database_url, statement_timeout=config.settings.limits.statement_timeout,
+            pool=PoolOptions(**config.settings.database_pool.model_dump()),
         )
         runtime.caches.verified_tokens.ttl = float(config.settings.token_cache_seconds)
         return runtime
