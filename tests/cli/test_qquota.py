@@ -4,6 +4,7 @@ default, option files, and XML valid against the specification's schema."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -110,12 +111,16 @@ def test_why_names_the_exceeded_set_and_rule(server, tokens, in_use, tmp_path):
     jdl = tmp_path / "arch.jdl"
     jdl.write_text('[ Executable = "/bin/true"; CPUTime = 300; ]')
     [job_id] = server.ok("submit", str(jdl), token=tokens["roland"]).split()
-    server("request-job", *LOCAL, "--host", "durin", "--load", "arch=lx-amd64", "--platform", "x86_64-el9",
-           "--pilot-id", "quota-pilot-3", token=tokens["quota-pilot-3"])
-    result = server.json("why", job_id, token=tokens["roland"])
-    reasons = {q["Queue"]: q for q in result["Queues"]}
-    local = reasons["DIRAC.Local.ch/localhost/default"]
-    assert local["Layer"] == "quota"
-    assert local["Reason"] == ('cannot run in queue DIRAC.Local.ch/localhost/default because it exceeds limit '
-                               '"ruleset1/1" (slots=3/3 for user roland)')
-    assert "exceeds limit" in server.ok("why", job_id, token=tokens["roland"])
+    third = json.loads(server.ok("request-job", *LOCAL, "--host", "durin", "--load", "arch=lx-amd64", "--platform",
+                                 "x86_64-el9", "--pilot-id", "quota-pilot-3", token=tokens["quota-pilot-3"]))
+    try:
+        result = server.json("why", job_id, token=tokens["roland"])
+        reasons = {q["Queue"]: q for q in result["Queues"]}
+        local = reasons["DIRAC.Local.ch/localhost/default"]
+        assert local["Layer"] == "quota"
+        assert local["Reason"] == ('cannot run in queue DIRAC.Local.ch/localhost/default because it exceeds limit '
+                                   '"ruleset1/1" (slots=3/3 for user roland)')
+        assert "exceeds limit" in server.ok("why", job_id, token=tokens["roland"])
+    finally:
+        # The other tests of the module count roland's two jobs of the fixture.
+        server.ok("kill", str(third["JobID"]), str(job_id), token=tokens["roland"])
