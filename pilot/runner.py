@@ -70,6 +70,7 @@ from typing import Any
 from pilot.client import ClientError, JobLost
 from pilot.logs import job_context
 from pilot.orphans import Sessions
+from pilot.sandboxes import SandboxCalls, SandboxError, fetch_inputs, send_outputs
 
 # What a job's process runs first: it waits until the pilot has registered
 # its session (and set its limits), then becomes the job's program. A
@@ -105,6 +106,8 @@ DEFAULT_PATIENCE = 300.0
 PATIENCE_STEP_MAX = 30.0
 OUTPUT_LOST_MINOR = "Output not stored: {error}"
 RUNNING_MINOR = "Application"
+INPUT_SANDBOX_MINOR = "Input sandbox not downloaded"
+OUTPUT_SANDBOX_MINOR = "Output sandbox not stored"
 
 
 # -- the job ----------------------------------------------------------------
@@ -169,6 +172,8 @@ class Reporter:
     status: Callable[[int, str, str, int | None], Any]
     heartbeat: Callable[[int], bool]  # True means: kill the job
     output: Callable[[int, str, str, bool], Any]
+    # The job's input and output files (pilot/sandboxes.py); None: no sandboxes.
+    sandbox: SandboxCalls | None = None
 
 
 class Stop(threading.Event):
@@ -516,6 +521,18 @@ def _run(
         minor = "No longer this pilot's job" if confirmed is False else "Running not confirmed"
         return JobResult(spec.job_id, "Lost", minor, None, job_dir, wall_seconds=time.monotonic() - started)
 
+    # -- the input sandbox, into the job's directory before the job starts --
+    patterns: list[str] = []
+    if reporter.sandbox is not None:
+        try:
+            patterns = fetch_inputs(reporter.sandbox, spec.job_id, job_dir)
+        except JobLost as exc:
+            log.warning("input sandbox: job is no longer ours (%s)", exc)
+            return JobResult(spec.job_id, "Lost", "No longer this pilot's job", None, job_dir,
+                             wall_seconds=time.monotonic() - started)
+        except (ClientError, SandboxError) as exc:
+            return failed_to_start(f"{INPUT_SANDBOX_MINOR}: {exc}"[:500])
+
     limits = spec.limits
     log.info("starting %s in %s (limits h_rt=%s s_rt=%s cpu_time=%s)", shlex.join(argv), job_dir,
              limits.h_rt, limits.s_rt, limits.cpu_time)
@@ -628,6 +645,21 @@ def _run(
         return JobResult(spec.job_id, abandon, minor, exit_code, job_dir, cpu, wall)
 
     final = "Done" if verdict is None and exit_code == 0 else "Failed"
+    # The output sandbox goes whatever the job's end: a failed job's files
+    # are what its owner needs most.
+    if reporter.sandbox is not None and patterns:
+        calls = reporter.sandbox
+        problems: list[str] = []
+
+        def send() -> None:
+            problems[:] = send_outputs(calls, spec.job_id, job_dir, patterns)
+
+        sent_files, error = _patiently(send, "upload output sandbox", patience)
+        if sent_files is False:
+            return JobResult(spec.job_id, "Lost", "No longer this pilot's job", exit_code, job_dir, cpu, wall)
+        problem = error if sent_files is None else "; ".join(problems)
+        if problem and final == "Done":
+            final, minor = "Failed", f"{OUTPUT_SANDBOX_MINOR}: {problem}"[:500]
     # The output stays in the job directory until the server has stored it.
     stdout, cut_out = read_tail(job_dir / STDOUT_NAME, output_limit)
     stderr, cut_err = read_tail(job_dir / STDERR_NAME, output_limit)
