@@ -75,12 +75,12 @@ def fetch_inputs(calls: SandboxCalls, job_id: int, job_dir: Path) -> list[str]:
         target = job_dir / name
         try:
             # O_EXCL and O_NOFOLLOW: never through something already there.
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w+b") as handle:
+                calls.download(job_id, name, handle)
+                size, digest = file_digest(handle)
         except OSError as exc:
-            raise SandboxError(f"cannot write input file {name!r}: {exc.strerror}") from None
-        with os.fdopen(fd, "w+b") as handle:
-            calls.download(job_id, name, handle)
-            size, digest = file_digest(handle)
+            raise SandboxError(f"cannot write input file {name!r}: {exc.strerror or exc}") from None
         if digest != entry.get("sha256") or size != entry.get("size"):
             target.unlink(missing_ok=True)
             raise SandboxError(f"input file {name!r}: got {size} bytes with SHA-256 {digest}, expected "
