@@ -6,6 +6,7 @@ pilot runs the job on them and sends back its OutputSandbox, `wms output
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -140,3 +141,135 @@ def test_a_missing_or_oversized_input_file_is_refused_at_submit_with_nothing_sto
     assert refused.stderr == (f"wms submit: {jdl}: sandbox file 'big.dat' is {FILE_BYTES + 1} bytes, more than "
                               f"{FILE_BYTES} (sandboxes.file_bytes)\n")
     assert {t: site.rows(t) for t in before} == before
+
+
+# -- hostile callers -------------------------------------------------------------
+def raw_request(site: Site, head: str, body_pieces: Iterator[bytes] = iter(())) -> tuple[int, str, int]:
+    """Send ``head`` then the pieces until the server answers; (status, body, bytes of body sent).
+
+    A plain socket, so nothing is read or buffered for the test's sake: the
+    count says how much of the body the server took before it refused."""
+    import socket
+
+    host, port = site.server.url.removeprefix("http://").split(":")
+    sent = 0
+    with socket.create_connection((host, int(port)), timeout=patience(30)) as sock:
+        sock.sendall(head.encode())
+        sock.setblocking(False)
+        answer = b""
+        for piece in body_pieces:
+            try:
+                answer += sock.recv(65536)
+            except BlockingIOError:
+                pass
+            if answer:
+                break
+            try:
+                sock.sendall(piece)
+            except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+                break
+            sent += len(piece)
+        sock.settimeout(patience(30))
+        while True:
+            top, _, body = answer.partition(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length: *(\d+)", top)
+            if length and len(body) >= int(length.group(1)):
+                break
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    status_line = top.decode(errors="replace").partition("\r\n")[0]
+    return int(status_line.split()[1]), body.decode(errors="replace"), sent
+
+
+def head(method: str, path: str, token: str, *headers: str) -> str:
+    lines = [f"{method} /api/v1{path} HTTP/1.1", "Host: test", f"Authorization: Bearer {token}", *headers]
+    return "\r\n".join(lines) + "\r\n\r\n"
+
+
+def test_a_huge_upload_is_refused_before_its_body_is_read(site: Site) -> None:
+    roland, digest = site.server.issued["roland"], "a" * 64
+    before = site.rows(schema.sandbox_uploads)
+    # Announced: refused from the Content-Length alone; no body byte is ever sent.
+    status, body, _ = raw_request(site, head("PUT", f"/sandboxes/{digest}", roland, "Content-Length: 1000000000000",
+                                             "Content-Type: application/octet-stream"))
+    assert (status, body) == (413, '{"detail":"sandbox file: more than 600000 bytes (sandboxes.file_bytes)"}')
+    # Chunked (no length): refused once the count passes the limit, not at the end of 100 MB.
+    piece = b"x" * 65536
+    chunks = (f"{len(piece):x}\r\n".encode() + piece + b"\r\n" for _ in range(1600))
+    status, body, sent = raw_request(site, head("PUT", f"/sandboxes/{digest}", roland,
+                                                "Transfer-Encoding: chunked"), chunks)
+    assert status == 413 and "sandboxes.file_bytes" in body
+    assert sent < 20 * 1024 * 1024
+    assert site.rows(schema.sandbox_uploads) == before      # nothing of these was recorded
+    with site.server.api(roland) as api:
+        assert api.get("/sandboxes/limits").json() == {"file_bytes": FILE_BYTES, "job_bytes": JOB_BYTES,
+                                                       "store": STORES[site.backend]}
+
+
+def held_job(site: Site, pilot_id: str) -> tuple[int, int]:
+    """A job submitted by roland, matched to ``pilot_id`` and Running; (job id, attempt)."""
+    server = site.server
+    [job_id] = server.json("submit", "-", stdin='[ Executable = "/bin/true"; CPUTime = 300; OutputSandbox = {"r"}; ]',
+                           token=server.issued["roland"])["job_ids"]
+    with server.api(server.pilot_token(pilot_id)) as api:
+        answer = api.post("/matcher/request-job", json={
+            "site": "DIRAC.Local.ch", "ce": "localhost", "queue": "default", "host": "wn", "pilot_id": pilot_id,
+            "platform": "x86_64-el9", "cpu_time_left": 100000}).json()
+        assert answer["job"]["JobID"] == job_id, answer
+        attempt = answer["job"]["Attempt"]
+        api.post(f"/jobs/{job_id}/pilot-status", json={"pilot_id": pilot_id, "status": "Running",
+                                                       "attempt": attempt}).raise_for_status()
+    return job_id, attempt
+
+
+def finish(site: Site, pilot_id: str, job_id: int, attempt: int) -> None:
+    """The holder ends the job: its slot is free for the next test."""
+    with site.server.api(site.server.pilot_token(pilot_id)) as api:
+        api.post(f"/jobs/{job_id}/pilot-status", json={"pilot_id": pilot_id, "status": "Done", "exit_code": 0,
+                                                       "attempt": attempt}).raise_for_status()
+
+
+def test_a_pilot_cannot_touch_another_pilots_job(site: Site) -> None:
+    job_id, attempt = held_job(site, "holder")
+    intruder = site.server.pilot_token("intruder")
+    with site.server.api(intruder) as api:
+        api.post("/pilots/token/renew", json={"pilot_id": "intruder"})      # binds the intruder's token
+    before = site.rows(schema.sandbox_files)
+    for as_pilot, says in (("intruder", f"job {job_id} is not held by pilot intruder"),
+                           ("holder", "cannot speak for pilot 'holder'")):
+        # Refused at the headers: the 1 GB body announced is never read.
+        status, body, _ = raw_request(site, head(
+            "PUT", f"/jobs/{job_id}/sandbox/output/r?pilot_id={as_pilot}&attempt={attempt}", intruder,
+            "Content-Length: 1000000000", f"X-Content-SHA256: {'b' * 64}"))
+        assert status == 403 and says in body, body
+        with site.server.api(intruder) as api:
+            read = api.get(f"/jobs/{job_id}/sandbox", params={"pilot_id": as_pilot, "attempt": attempt})
+            assert read.status_code == 403 and says in read.json()["detail"]
+    assert site.rows(schema.sandbox_files) == before
+    finish(site, "holder", job_id, attempt)
+
+
+@pytest.mark.parametrize("name, status, says", [
+    ("%2E%2E", 400, "'..' is not a file name"),
+    ("%2E", 400, "'.' is not a file name"),
+    ("a%5Cb", 400, "is not a plain file name"),
+    ("..%2F..%2Fetc%2Fpasswd", 404, "Not Found"),        # a '/' never reaches a name: no such route
+    ("x%0Ay", 400, "holds a control character"),
+])
+def test_sandbox_names_cannot_leave_the_job_directory(site: Site, name: str, status: int, says: str) -> None:
+    job_id, attempt = held_job(site, f"names-{site.backend}")
+    token = site.server.pilot_token(f"names-{site.backend}")
+    import httpx
+
+    with httpx.Client(base_url=site.server.url, timeout=patience(30)) as http:
+        response = http.put(f"/api/v1/jobs/{job_id}/sandbox/output/{name}",
+                            params={"pilot_id": f"names-{site.backend}", "attempt": attempt}, content=b"data",
+                            headers={"Authorization": f"Bearer {token}", "X-Content-SHA256": "c" * 64})
+    finish(site, f"names-{site.backend}", job_id, attempt)
+    assert response.status_code == status and says in response.json()["detail"], response.text
+    # A JDL naming such an input file is refused at submit, whole.
+    refused = site.server.wms("submit", "-", stdin='[ Executable = "/bin/true"; InputSandbox = {"data/.."}; ]',
+                              token=site.server.issued["roland"])
+    assert refused.returncode == 1 and "'..' is not a file name" in refused.stderr, refused.stderr
