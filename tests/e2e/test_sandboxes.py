@@ -10,7 +10,8 @@ import re
 import shutil
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,9 @@ from tests.conftest import BACKENDS
 from tests.helpers import CONFIG_DIR, REPO, patience
 from tests.servers import ServerHandle, running_server
 from wms.db import schema
+from wms.core.identity import Identity
 from wms.db.engine import make_engine
+from wms.services.tokens import create_token
 
 FILE_BYTES = 600_000
 JOB_BYTES = 1_000_000
@@ -45,6 +48,14 @@ class Site:
     server: ServerHandle
     engine: Engine
     backend: str
+    pilots: dict[str, str] = field(default_factory=dict)
+
+    def pilot_token(self, pilot_id: str) -> str:
+        """A pilot token bound to ``pilot_id``, made in-process (quicker than `wms admin token create`)."""
+        if pilot_id not in self.pilots:
+            identity = Identity(user="pilot", group="lhcb_pilot", vo="lhcb", role="pilot", pilot_id=pilot_id)
+            self.pilots[pilot_id] = create_token(self.engine, identity, datetime.now(timezone.utc))
+        return self.pilots[pilot_id]
 
     def rows(self, table) -> int:
         with self.engine.connect() as conn:
@@ -86,7 +97,7 @@ def run_pilot(site: Site, tmp_path: Path) -> str:
     import subprocess
 
     pilot_id = f"sandbox-pilot-{tmp_path.name}"
-    env = {**os.environ, "WMS_PILOT_TOKEN": site.server.pilot_token(pilot_id)}
+    env = {**os.environ, "WMS_PILOT_TOKEN": site.pilot_token(pilot_id)}
     cmd = [sys.executable, "-m", "pilot.main", "--url", site.server.url, "--site", "DIRAC.Local.ch",
            "--ce", "localhost", "--queue", "default", "--workdir", str(tmp_path / "work"), "--poll", "0.2",
            "--max-empty", "1", "--min-time-left", "0", "--grace", "1", "--pilot-id", pilot_id,
@@ -213,7 +224,7 @@ def held_job(site: Site, pilot_id: str) -> tuple[int, int]:
     server = site.server
     [job_id] = server.json("submit", "-", stdin='[ Executable = "/bin/true"; CPUTime = 300; OutputSandbox = {"r"}; ]',
                            token=server.issued["roland"])["job_ids"]
-    with server.api(server.pilot_token(pilot_id)) as api:
+    with server.api(site.pilot_token(pilot_id)) as api:
         answer = api.post("/matcher/request-job", json={
             "site": "DIRAC.Local.ch", "ce": "localhost", "queue": "default", "host": "wn", "pilot_id": pilot_id,
             "platform": "x86_64-el9", "cpu_time_left": 100000}).json()
@@ -226,16 +237,14 @@ def held_job(site: Site, pilot_id: str) -> tuple[int, int]:
 
 def finish(site: Site, pilot_id: str, job_id: int, attempt: int) -> None:
     """The holder ends the job: its slot is free for the next test."""
-    with site.server.api(site.server.pilot_token(pilot_id)) as api:
+    with site.server.api(site.pilot_token(pilot_id)) as api:
         api.post(f"/jobs/{job_id}/pilot-status", json={"pilot_id": pilot_id, "status": "Done", "exit_code": 0,
                                                        "attempt": attempt}).raise_for_status()
 
 
 def test_a_pilot_cannot_touch_another_pilots_job(site: Site) -> None:
     job_id, attempt = held_job(site, "holder")
-    intruder = site.server.pilot_token("intruder")
-    with site.server.api(intruder) as api:
-        api.post("/pilots/token/renew", json={"pilot_id": "intruder"})      # binds the intruder's token
+    intruder = site.pilot_token("intruder")
     before = site.rows(schema.sandbox_files)
     for as_pilot, says in (("intruder", f"job {job_id} is not held by pilot intruder"),
                            ("holder", "cannot speak for pilot 'holder'")):
@@ -251,24 +260,30 @@ def test_a_pilot_cannot_touch_another_pilots_job(site: Site) -> None:
     finish(site, "holder", job_id, attempt)
 
 
-@pytest.mark.parametrize("name, status, says", [
+NAMES = [
     ("%2E%2E", 400, "'..' is not a file name"),
     ("%2E", 400, "'.' is not a file name"),
     ("a%5Cb", 400, "is not a plain file name"),
     ("..%2F..%2Fetc%2Fpasswd", 404, "Not Found"),        # a '/' never reaches a name: no such route
     ("x%0Ay", 400, "holds a control character"),
-])
-def test_sandbox_names_cannot_leave_the_job_directory(site: Site, name: str, status: int, says: str) -> None:
-    job_id, attempt = held_job(site, f"names-{site.backend}")
-    token = site.server.pilot_token(f"names-{site.backend}")
+]
+
+
+def test_sandbox_names_cannot_leave_the_job_directory(site: Site) -> None:
     import httpx
 
+    pilot_id = f"names-{site.backend}"
+    job_id, attempt = held_job(site, pilot_id)
+    headers = {"Authorization": f"Bearer {site.pilot_token(pilot_id)}", "X-Content-SHA256": "c" * 64}
+    answers = []
     with httpx.Client(base_url=site.server.url, timeout=patience(30)) as http:
-        response = http.put(f"/api/v1/jobs/{job_id}/sandbox/output/{name}",
-                            params={"pilot_id": f"names-{site.backend}", "attempt": attempt}, content=b"data",
-                            headers={"Authorization": f"Bearer {token}", "X-Content-SHA256": "c" * 64})
-    finish(site, f"names-{site.backend}", job_id, attempt)
-    assert response.status_code == status and says in response.json()["detail"], response.text
+        for name, _, _ in NAMES:
+            response = http.put(f"/api/v1/jobs/{job_id}/sandbox/output/{name}", content=b"data", headers=headers,
+                                params={"pilot_id": pilot_id, "attempt": attempt})
+            answers.append((name, response.status_code, response.json()["detail"]))
+    finish(site, pilot_id, job_id, attempt)
+    for (name, status, says), answer in zip(NAMES, answers):
+        assert answer[1] == status and says in answer[2], answer
     # A JDL naming such an input file is refused at submit, whole.
     refused = site.server.wms("submit", "-", stdin='[ Executable = "/bin/true"; InputSandbox = {"data/.."}; ]',
                               token=site.server.issued["roland"])
