@@ -19,7 +19,9 @@ from typing import Any
 from wms.cli.client import Client, ClientError
 from wms.core import jdl
 from wms.core.errors import WmsError
-from wms.core.sandboxes import SandboxFile, SandboxLimits, check_file_size, check_job_size, check_name, input_names
+from wms.core.sandboxes import (
+    SandboxFile, SandboxLimits, check_file_size, check_job_size, check_name, input_names, is_pattern,
+)
 
 _PIECE = 1 << 16
 
@@ -127,6 +129,6 @@ def fetch_outputs(client: Client, job_id: int, directory: Path) -> tuple[list[Pa
             if name not in names:
                 (directory / name).write_text(text)
                 written.append(directory / name)
-    missing = [p for p in manifest.get("OutputSandbox") or [] if not any(c in p for c in "*?[")
-               and p not in names and not (output is not None and p in ("std.out", "std.err"))]
+    written_names = names | {p.name for p in written}
+    missing = [p for p in manifest.get("OutputSandbox") or [] if not is_pattern(p) and p not in written_names]
     return written, missing

@@ -13,7 +13,6 @@ Pure logic: no I/O. The CLI, the API and the pilot share these rules
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -115,24 +114,8 @@ def check_output_patterns(patterns: Iterable[str], where: str) -> list[str]:
 
 
 def is_pattern(entry: str) -> bool:
+    """Whether an OutputSandbox entry is a shell pattern (``*.log``) rather than a name."""
     return _GLOB.search(entry) is not None
-
-
-def select_outputs(patterns: Iterable[str], names: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(the names of the job's directory that ``OutputSandbox`` asks for, the plain names it lacks).
-
-    A missing plain name is reported, as DIRAC does, not an error: the job
-    ran; what it did not write cannot come back. A pattern matching nothing
-    is not missing."""
-    names = sorted(names)
-    chosen: list[str] = []
-    missing: list[str] = []
-    for pattern in patterns:
-        found = fnmatch.filter(names, pattern) if is_pattern(pattern) else [n for n in names if n == pattern]
-        if not found and not is_pattern(pattern):
-            missing.append(pattern)
-        chosen.extend(n for n in found if n not in chosen)
-    return chosen, missing
 
 
 def check_file_size(name: str, size: int, limits: SandboxLimits, where: str) -> None:
