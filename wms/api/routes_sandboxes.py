@@ -35,6 +35,9 @@ Pilot = Annotated[Identity, Depends(require(PILOT, OPERATOR, MANAGER))]
 PilotId = Annotated[str | None, Query(min_length=1, max_length=255)]
 Attempt = Annotated[Int32 | None, Query(ge=1)]
 SHA_HEADER = "X-Content-SHA256"
+# What /docs shows for the raw bodies these routes read themselves.
+RAW_BODY = {"requestBody": {"required": True, "content": {
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
 
 _STREAMED = re.compile(r"/sandboxes/[^/]+|/jobs/[^/]+/sandbox/output/[^/]+")
 # Bytes kept in memory before a received body spills to a temporary file.
@@ -78,7 +81,7 @@ def limits(runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     return sandboxes_service.limits_view(runtime)
 
 
-@router.put("/sandboxes/{sha256}", status_code=201)
+@router.put("/sandboxes/{sha256}", status_code=201, openapi_extra=RAW_BODY)
 async def upload(sha256: str, request: Request, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     """Upload one input file (raw body), named by its SHA-256, for the caller's next submissions."""
     limit = runtime.config.settings.sandboxes.file_bytes
@@ -103,7 +106,7 @@ def download(job_id: IdPath, kind: str, name: str, runtime: RuntimeDep, caller: 
         SHA_HEADER: info.sha256, "Content-Length": str(info.size)})
 
 
-@router.put("/jobs/{job_id}/sandbox/output/{name}", status_code=201)
+@router.put("/jobs/{job_id}/sandbox/output/{name}", status_code=201, openapi_extra=RAW_BODY)
 async def upload_output(
     job_id: IdPath, name: str, request: Request, runtime: RuntimeDep, now: NowDep, caller: Pilot,
     pilot_id: Annotated[str, Query(min_length=1, max_length=255)],
