@@ -216,3 +216,24 @@ def test_sandboxes_of_finished_jobs_expire_and_shared_content_stays_while_needed
         conn.execute(sandbox_files.delete())
     assert sandboxes.clean(runtime, now + timedelta(seconds=settings.max_age + 2))["contents_removed"] == 1
     assert not store.exists(script)
+
+
+def test_only_the_latest_attempt_sends_the_jobs_output(runtime, now):
+    [job_id] = submit(runtime, now, {}, '[ Executable = "/bin/true"; CPUTime = 300; OutputSandbox = {"*"}; ]')
+    request = PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn1", pilot_id="p1",
+                           platform="x86_64-el9", cpu_time_left=100000)
+    first = matcher.request_job(runtime, request, now).job["Attempt"]
+    digest, body = received(b"from the first attempt")
+    sandboxes.store_output_file(runtime, as_pilot("p1"), job_id, "p1", first, "old.txt", digest, body, now)
+    # p1 never confirms: the lease runs out, the job goes to p2.
+    later = now + timedelta(seconds=runtime.config.settings.match_lease + 1)
+    assert matcher.expire_leases(runtime, later) == 1
+    second = take(runtime, later, job_id, "p2")
+    assert second == first + 1
+    assert sandboxes.manifest(runtime, ROLAND, job_id)["OutputFiles"] == []
+    with pytest.raises(NotFound):
+        sandboxes.open_file(runtime, ROLAND, job_id, "output", "old.txt")
+    digest, body = received(b"from the second")
+    sandboxes.store_output_file(runtime, as_pilot("p2"), job_id, "p2", second, "new.txt", digest, body, later)
+    assert [f["name"] for f in sandboxes.manifest(runtime, ROLAND, job_id)["OutputFiles"]] == ["new.txt"]
+    assert rows(runtime, sandbox_files) == 1              # the first attempt's file is gone

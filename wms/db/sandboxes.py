@@ -51,24 +51,29 @@ def add_files(conn: Connection, rows: list[dict[str, Any]]) -> None:
 
 
 def put_file(conn: Connection, row: dict[str, Any]) -> None:
-    """One file of a job's sandbox, replacing one of that name (a pilot's upload sent twice)."""
+    """One file of a job's sandbox, replacing one of that name (a pilot's upload sent twice)
+    and every file of the same kind an earlier attempt of the job sent."""
+    same = [sandbox_files.c.job_id == row["job_id"], sandbox_files.c.kind == row["kind"]]
     conn.execute(delete(sandbox_files).where(
-        sandbox_files.c.job_id == row["job_id"], sandbox_files.c.kind == row["kind"],
-        sandbox_files.c.name == row["name"]))
+        *same, (sandbox_files.c.name == row["name"]) | (sandbox_files.c.attempt < row.get("attempt", 0))))
     conn.execute(insert(sandbox_files).values(**row))
 
 
-def files_of(conn: Connection, job_id: int, kind: str) -> list[dict[str, Any]]:
-    stmt = (select(sandbox_files.c.name, sandbox_files.c.size, sandbox_files.c.sha256)
-            .where(sandbox_files.c.job_id == job_id, sandbox_files.c.kind == kind)
-            .order_by(sandbox_files.c.name))
+def _files(job_id: int, kind: str, attempt: int | None) -> Any:
+    stmt = select(sandbox_files.c.name, sandbox_files.c.size, sandbox_files.c.sha256).where(
+        sandbox_files.c.job_id == job_id, sandbox_files.c.kind == kind)
+    return stmt if attempt is None else stmt.where(sandbox_files.c.attempt == attempt)
+
+
+def files_of(conn: Connection, job_id: int, kind: str, attempt: int | None = None) -> list[dict[str, Any]]:
+    """The job's files of ``kind`` (those ``attempt`` sent, when given), by name."""
+    stmt = _files(job_id, kind, attempt).order_by(sandbox_files.c.name)
     return [dict(row) for row in conn.execute(stmt).mappings()]
 
 
-def file_of(conn: Connection, job_id: int, kind: str, name: str) -> dict[str, Any] | None:
-    stmt = select(sandbox_files.c.name, sandbox_files.c.size, sandbox_files.c.sha256).where(
-        sandbox_files.c.job_id == job_id, sandbox_files.c.kind == kind, sandbox_files.c.name == name)
-    row = conn.execute(stmt).mappings().first()
+def file_of(conn: Connection, job_id: int, kind: str, name: str, attempt: int | None = None
+            ) -> dict[str, Any] | None:
+    row = conn.execute(_files(job_id, kind, attempt).where(sandbox_files.c.name == name)).mappings().first()
     return dict(row) if row is not None else None
 
 

@@ -391,6 +391,9 @@ sandbox_files = Table(
     Column("sha256", Digest, nullable=False),
     Column("size", BigInteger, nullable=False),
     Column("created", UtcDateTime, nullable=False),
+    # Output files: the job's hand-out (attempt) that sent them; only those
+    # of its latest one are its output. Input files: 0.
+    Column("attempt", Integer, nullable=False, default=0, server_default="0"),
     Index("ix_sandbox_files_sha256", "sha256"),
 )
 

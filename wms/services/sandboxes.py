@@ -197,10 +197,11 @@ def output_patterns(runtime: Runtime, job_id: int) -> list[str]:
 def manifest(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str | None = None,
              attempt: int | None = None) -> dict[str, Any]:
     """The job's input files, its OutputSandbox entries, and the output files stored so far."""
-    check_access(runtime, identity, job_id, INPUT, pilot_id, attempt)
+    placement = check_access(runtime, identity, job_id, INPUT, pilot_id, attempt)
     with reading(runtime.engine) as conn:
         inputs = sandboxes_db.files_of(conn, job_id, INPUT)
-        outputs = sandboxes_db.files_of(conn, job_id, OUTPUT) if identity.role != access.PILOT else []
+        outputs = (sandboxes_db.files_of(conn, job_id, OUTPUT, placement["attempt"])
+                   if identity.role != access.PILOT else [])
     return {"JobID": job_id, "InputSandbox": inputs, "OutputSandbox": output_patterns(runtime, job_id),
             "OutputFiles": outputs}
 
@@ -211,9 +212,10 @@ def open_file(runtime: Runtime, identity: Identity, job_id: int, kind: str, name
     if kind not in (INPUT, OUTPUT):
         raise NotFound(f"no sandbox {kind!r} (input or output)")
     check_name(name)
-    check_access(runtime, identity, job_id, kind, pilot_id, attempt)
+    placement = check_access(runtime, identity, job_id, kind, pilot_id, attempt)
     with reading(runtime.engine) as conn:
-        row = sandboxes_db.file_of(conn, job_id, kind, name)
+        # Output: only what the job's latest attempt sent.
+        row = sandboxes_db.file_of(conn, job_id, kind, name, placement["attempt"] if kind == OUTPUT else None)
     if row is None:
         raise NotFound(f"job {job_id} has no {kind} sandbox file {name!r}")
     try:
@@ -251,10 +253,10 @@ def store_output_file(runtime: Runtime, identity: Identity, job_id: int, pilot_i
             raise NotFound(f"no such job: {job_id}")
         _check_holder(placement, job_id, pilot_id, attempt)
         others = [SandboxFile(f["name"], f["size"], f["sha256"])
-                  for f in sandboxes_db.files_of(conn, job_id, OUTPUT) if f["name"] != name]
+                  for f in sandboxes_db.files_of(conn, job_id, OUTPUT, placement["attempt"]) if f["name"] != name]
         check_job_size([*others, SandboxFile(name, received.size, claimed)], limits, f"job {job_id}")
         sandboxes_db.put_file(conn, {"job_id": job_id, "kind": OUTPUT, "name": name, "sha256": claimed,
-                                     "size": received.size, "created": now})
+                                     "size": received.size, "created": now, "attempt": placement["attempt"]})
 
     run_in_transaction(runtime.engine, record)
     return {"JobID": job_id, "name": name, "size": received.size, "sha256": claimed}

@@ -49,6 +49,7 @@ def upgrade() -> None:
         sa.Column("sha256", DIGEST, nullable=False),
         sa.Column("size", sa.BigInteger(), nullable=False),
         sa.Column("created", UTC_DATETIME, nullable=False),
+        sa.Column("attempt", sa.Integer(), server_default="0", nullable=False),
         sa.ForeignKeyConstraint(["job_id"], ["jobs.job_id"], name="fk_sandbox_files_job_id_jobs", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("job_id", "kind", "name", name="pk_sandbox_files"),
     )
