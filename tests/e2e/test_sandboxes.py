@@ -146,12 +146,31 @@ def test_a_missing_or_oversized_input_file_is_refused_at_submit_with_nothing_sto
     assert refused.stderr == (f"wms submit: {jdl}: InputSandbox file 'data/in.txt' "
                               f"({tmp_path / 'missing' / 'data' / 'in.txt'}): No such file or directory\n")
 
+    jdl = job_files(tmp_path / "directory")
+    (tmp_path / "directory" / "run.sh").unlink()
+    (tmp_path / "directory" / "run.sh").mkdir()
+    refused = server.wms("submit", str(jdl), token=roland)
+    assert refused.returncode == 2
+    assert refused.stderr == (f"wms submit: {jdl}: InputSandbox entry 'run.sh' ({tmp_path / 'directory' / 'run.sh'}) "
+                              "is not a regular file\n")
+
     jdl = job_files(tmp_path / "big", big=b"x" * (FILE_BYTES + 1))
     refused = server.wms("submit", str(jdl), token=roland)
     assert refused.returncode == 1
     assert refused.stderr == (f"wms submit: {jdl}: sandbox file 'big.dat' is {FILE_BYTES + 1} bytes, more than "
                               f"{FILE_BYTES} (sandboxes.file_bytes)\n")
     assert {t: site.rows(t) for t in before} == before
+
+
+def test_a_job_without_output_yet_says_so(site: Site, tmp_path: Path) -> None:
+    server, roland = site.server, site.server.issued["roland"]
+    # A job for another site stays Waiting: the local pilots of these tests cannot take it.
+    [job_id] = server.json("submit", "-", stdin='[ Executable = "/bin/true"; CPUTime = 300; Site = "LCG.CERN.ch"; ]',
+                           token=roland)["job_ids"]
+    for extra in ((), ("--dir", str(tmp_path / "out"))):
+        answer = server.wms("output", str(job_id), *extra, token=roland)
+        assert (answer.returncode, answer.stderr) == (1, f"wms output: job {job_id} has no output yet\n")
+    assert not (tmp_path / "out").exists()
 
 
 # -- hostile callers -------------------------------------------------------------
