@@ -13,7 +13,9 @@ Lifecycle
        node; the job's ``Slots`` are taken before the next request goes out
        and given back when it ends. A worker finding no free slot waits for
        one (that is not a "no match"). Each job runs in the worker's thread
-       through :func:`pilot.runner.run_job`.
+       through :func:`pilot.runner.run_job`, with its input sandbox fetched
+       before it starts and its output sandbox sent after it ends
+       (:mod:`pilot.sandboxes`).
     4. Stops: a worker ends after ``--max-empty`` consecutive empty answers
        (a failed request counts as empty, so a dead server ends the pilot
        too); no worker asks once the remaining lifetime is below

@@ -8,6 +8,9 @@ in tests (small recording functions).
 The child
     ``Executable`` plus ``Arguments`` split with :func:`shlex.split`, started
     in a new session (so a new process group) in ``<workdir>/<JobID>``,
+    where the job's input sandbox files are first written (checked against
+    their SHA-256; pilot/sandboxes.py), and from where the files its
+    OutputSandbox names are sent after it ends,
     stdin from /dev/null, stdout/stderr to ``std.out``/``std.err`` there.
     Environment: the pilot's, minus the pilot's own credential
     (``WMS_TOKEN``, ``WMS_PILOT_TOKEN``), plus the job's ``Environment``,
@@ -324,6 +327,13 @@ def _left_by_the_batch_system(status: int | None, stop: Stop) -> bool:
     return stop.is_set() and stop.leave_jobs
 
 
+def may_have_sandboxes(jdl: str) -> bool:
+    """Whether the job's JDL may name sandbox files: a JDL that never says
+    "sandbox" has none, and its job needs no sandbox call (one request less
+    per job); an unknown JDL is asked about."""
+    return not jdl or "sandbox" in jdl.casefold()
+
+
 def job_environment(spec: JobSpec, job_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The child's environment (see the module docstring for the order)."""
     env = dict(os.environ if base is None else base)
@@ -523,7 +533,7 @@ def _run(
 
     # -- the input sandbox, into the job's directory before the job starts --
     patterns: list[str] = []
-    if reporter.sandbox is not None:
+    if reporter.sandbox is not None and may_have_sandboxes(spec.jdl):
         try:
             patterns = fetch_inputs(reporter.sandbox, spec.job_id, job_dir)
         except JobLost as exc:

@@ -112,3 +112,18 @@ def test_fetch_inputs_refuses_to_write_through_what_is_already_there(tmp_path):
     with pytest.raises(SandboxError, match="cannot write input file 'in.txt'"):
         fetch_inputs(FakeServer({"in.txt": b"x"}, []).calls(), 7, tmp_path)
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_job_whose_jdl_names_no_sandbox_costs_no_sandbox_call(tmp_path):
+    asked: list[int] = []
+    server = FakeServer({}, [])
+    calls = server.calls()
+    calls.manifest = lambda job_id: asked.append(job_id) or server.manifest(job_id)
+    rec = Recorder()
+    reporter = rec.reporter()
+    reporter.sandbox = calls
+    plain = JobSpec(job_id=8, executable="/bin/true", jdl='[ Executable = "/bin/true"; ]')
+    with_files = JobSpec(job_id=9, executable="/bin/true", jdl='[ Executable = "/bin/true"; OutputSandbox = {"a"}; ]')
+    for spec in (plain, with_files):
+        assert run_job(spec, tmp_path, reporter, grace=1.0, poll_interval=0.1).status == "Done"
+    assert asked == [9]
