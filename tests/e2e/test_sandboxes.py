@@ -125,6 +125,9 @@ def test_input_files_reach_the_job_and_its_output_comes_back(site: Site, tmp_pat
         (tmp_path / "job" / "big.dat").read_bytes()).hexdigest()
     assert (out / "std.out").read_text().startswith("the job ran in ")
     assert fetched.stderr == f"OutputSandbox files job {job_id} did not write: never-written.txt\n"
+    again = server.json("output", str(job_id), "--dir", str(out), token=roland)
+    assert again == {"JobID": job_id, "files": [str(out / n) for n in ("result.txt", "run.log", "std.out", "std.err")],
+                     "missing": ["never-written.txt"]}
     # Without --dir: stdout as before.
     assert server.ok("output", str(job_id), token=roland).startswith("the job ran in ")
     # Another user reads nothing of it.
