@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from tests.helpers import PILOT
 from tests.sandboxes_config import FILE_BYTES, sandbox_runtime
 from wms.api.app import create_app
+from wms.api.routes_sandboxes import streams_body
 from wms.services.tokens import create_token
 
 pytestmark = pytest.mark.databases
@@ -79,3 +80,15 @@ def test_the_limits_are_public_to_every_caller_with_a_token(app, tokens):
     answer = app.get("/api/v1/sandboxes/limits", headers=auth(tokens))
     assert answer.json() == {"file_bytes": FILE_BYTES, "job_bytes": 1_000_000, "store": "database"}
     assert app.get("/api/v1/sandboxes/limits").status_code == 401
+
+
+@pytest.mark.parametrize("method, path, streamed", [
+    ("PUT", "/api/v1/sandboxes/" + "a" * 64, True),
+    ("PUT", "/api/v1/jobs/12/sandbox/output/result.txt", True),
+    ("POST", "/api/v1/sandboxes/" + "a" * 64, False),
+    ("PUT", "/api/v1/complexes/sandboxes/x", False),
+    ("PUT", "/api/v1/jobs/12/sandbox/output/a/b", False),
+    ("PUT", "/api/v1/jobs/12/sandbox/input/x", False),
+])
+def test_only_the_two_upload_routes_read_their_own_bodies(method, path, streamed):
+    assert streams_body(method, path) is streamed

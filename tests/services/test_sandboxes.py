@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from tests.helpers import ADMIN, ANDRE, ROLAND, as_pilot
+from tests.helpers import ADMIN, ANDRE, ROLAND, as_pilot, run_concurrently
 from tests.sandboxes_config import FILE_BYTES, JOB_BYTES, received, sandbox_runtime
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound, TooLarge
 from wms.core.match.context import PilotRequest
@@ -237,3 +237,15 @@ def test_only_the_latest_attempt_sends_the_jobs_output(runtime, now):
     sandboxes.store_output_file(runtime, as_pilot("p2"), job_id, "p2", second, "new.txt", digest, body, later)
     assert [f["name"] for f in sandboxes.manifest(runtime, ROLAND, job_id)["OutputFiles"]] == ["new.txt"]
     assert rows(runtime, sandbox_files) == 1              # the first attempt's file is gone
+
+
+def test_the_same_file_uploaded_at_once_by_many_is_stored_once(runtime, now):
+    data = BIG
+    digest, _ = received(data)
+    _, errors = run_concurrently(lambda i: sandboxes.upload(runtime, ROLAND if i % 2 else ADMIN, digest,
+                                                            received(data)[1], now), 4)
+    assert errors == []
+    assert rows(runtime, sandbox_uploads) == 2
+    assert content(sandboxes.store_of(runtime).read(digest)) == data
+    if runtime.config.settings.sandboxes.store == "database":
+        assert rows(runtime, sandbox_chunks) == 2

@@ -39,14 +39,15 @@ SHA_HEADER = "X-Content-SHA256"
 RAW_BODY = {"requestBody": {"required": True, "content": {
     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
 
-_STREAMED = re.compile(r"/sandboxes/[^/]+|/jobs/[^/]+/sandbox/output/[^/]+")
+# The two upload routes, whole paths: no other route is ever spared the guard's reading.
+_STREAMED = re.compile(r"/api/v1(?:/sandboxes/[^/]+|/jobs/[^/]+/sandbox/output/[^/]+)")
 # Bytes kept in memory before a received body spills to a temporary file.
 _SPOOL = 4 * CHUNK_BYTES
 
 
 def streams_body(method: str, path: str) -> bool:
     """Whether the route of this request reads its body itself (file uploads)."""
-    return method == "PUT" and _STREAMED.search(path) is not None and path.startswith("/api/")
+    return method == "PUT" and _STREAMED.fullmatch(path) is not None
 
 
 async def receive(request: Request, limit: int, what: str) -> sandboxes_service.Received:

@@ -12,20 +12,20 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, exists, func, insert, select, update
 
+from wms.db.engine import insert_ignoring_duplicates
 from wms.db.jobs import chunked
 from wms.db.schema import jobs, sandbox_chunks, sandbox_files, sandbox_uploads
 
 
 # -- uploads ---------------------------------------------------------------------
 def record_upload(conn: Connection, owner: str, sha256: str, size: int, now: datetime) -> None:
-    """``owner`` uploaded this content now (again: the time moves on)."""
-    changed = conn.execute(
-        update(sandbox_uploads)
-        .where(sandbox_uploads.c.owner == owner, sandbox_uploads.c.sha256 == sha256)
-        .values(uploaded=now, size=size)
-    ).rowcount
-    if not changed:
-        conn.execute(insert(sandbox_uploads).values(owner=owner, sha256=sha256, size=size, uploaded=now))
+    """``owner`` uploaded this content now (again: the time moves on); safe
+    against the same upload made at the same moment."""
+    row = {"owner": owner, "sha256": sha256, "size": size, "uploaded": now}
+    if not insert_ignoring_duplicates(conn, sandbox_uploads, [row], ["owner", "sha256"]):
+        conn.execute(update(sandbox_uploads)
+                     .where(sandbox_uploads.c.owner == owner, sandbox_uploads.c.sha256 == sha256)
+                     .values(uploaded=now, size=size))
 
 
 def uploads_of(conn: Connection, owner: str, digests: Collection[str]) -> dict[str, int]:
@@ -117,8 +117,10 @@ def touch_content(conn: Connection, sha256: str, now: datetime) -> bool:
 
 
 def add_piece(conn: Connection, sha256: str, seq: int, data: bytes, now: datetime) -> None:
-    """One piece per statement: each stays under MariaDB's max_allowed_packet."""
-    conn.execute(insert(sandbox_chunks).values(sha256=sha256, seq=seq, data=data, stored=now))
+    """One piece per statement: each stays under MariaDB's max_allowed_packet. The
+    same content stored at the same moment by another upload is the same piece: skipped."""
+    insert_ignoring_duplicates(conn, sandbox_chunks, [{"sha256": sha256, "seq": seq, "data": data, "stored": now}],
+                               ["sha256", "seq"])
 
 
 def piece(conn: Connection, sha256: str, seq: int) -> bytes | None:

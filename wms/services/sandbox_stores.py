@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
 
 from wms.core.sandboxes import CHUNK_BYTES
 from wms.db import sandboxes as sandboxes_db
@@ -123,11 +122,7 @@ class DatabaseStore:
             if seq == 0:
                 sandboxes_db.add_piece(conn, sha256, 0, b"", now)   # an empty file still has its row
 
-        try:
-            run_in_transaction(self.engine, store)
-        except IntegrityError:
-            # Another upload of the same content committed first: it is stored.
-            run_in_transaction(self.engine, lambda conn: sandboxes_db.touch_content(conn, sha256, now))
+        run_in_transaction(self.engine, store)
 
     def read(self, sha256: str) -> Iterator[bytes]:
         if not self.exists(sha256):
