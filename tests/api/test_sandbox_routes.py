@@ -67,7 +67,7 @@ def test_reads_that_are_refused(app, tokens):
     cases = [
         (f"/jobs/{job_id}/sandbox/other/x", auth(tokens), 404, "no sandbox 'other' (input or output)"),
         (f"/jobs/{job_id}/sandbox/output/x", auth(tokens), 404, f"job {job_id} has no output sandbox file 'x'"),
-        (f"/jobs/{job_id}/sandbox", auth(tokens, "andre"), 403, "belongs to another user"),
+        (f"/jobs/{job_id}/sandbox", auth(tokens, "andre"), 404, f"no such job: {job_id}"),
         (f"/jobs/{job_id}/sandbox", {"Authorization": f"Bearer {pilot}"}, 400, "pilot_id must be given"),
         ("/jobs/999999/sandbox", auth(tokens), 404, "no such job: 999999"),
     ]

@@ -133,7 +133,7 @@ def test_input_files_reach_the_job_and_its_output_comes_back(site: Site, tmp_pat
     # Another user reads nothing of it.
     refused = server.wms("output", str(job_id), "--dir", str(tmp_path / "theirs"), token=server.issued["andre"])
     assert refused.returncode == 1
-    assert refused.stderr == f"wms output: job {job_id} belongs to another user: its sandboxes are its owner's\n"
+    assert refused.stderr == f"wms output: no such job: {job_id}\n"
     assert not (tmp_path / "theirs").exists()
 
 
@@ -268,16 +268,17 @@ def test_a_pilot_cannot_touch_another_pilots_job(site: Site) -> None:
     job_id, attempt = held_job(site, "holder")
     intruder = site.pilot_token("intruder")
     before = site.rows(schema.sandbox_files)
-    for as_pilot, says in (("intruder", f"job {job_id} is not held by pilot intruder"),
-                           ("holder", "cannot speak for pilot 'holder'")):
+    # Speaking for itself, the job answers as a missing one; pretending to be the holder, it is refused.
+    for as_pilot, status_code, says in (("intruder", 404, f"no such job: {job_id}"),
+                                        ("holder", 403, "cannot speak for pilot 'holder'")):
         # Refused at the headers: the 1 GB body announced is never read.
         status, body, _ = raw_request(site, head(
             "PUT", f"/jobs/{job_id}/sandbox/output/r?pilot_id={as_pilot}&attempt={attempt}", intruder,
             "Content-Length: 1000000000", f"X-Content-SHA256: {'b' * 64}"))
-        assert status == 403 and says in body, body
+        assert status == status_code and says in body, body
         with site.server.api(intruder) as api:
             read = api.get(f"/jobs/{job_id}/sandbox", params={"pilot_id": as_pilot, "attempt": attempt})
-            assert read.status_code == 403 and says in read.json()["detail"]
+            assert read.status_code == status_code and says in read.json()["detail"]
     assert site.rows(schema.sandbox_files) == before
     finish(site, "holder", job_id, attempt)
 

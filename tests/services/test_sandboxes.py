@@ -3,12 +3,13 @@ and MariaDB, with the directory store and the database store."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select
 
-from tests.helpers import ADMIN, ANDRE, ROLAND, as_pilot, run_concurrently
+from tests.helpers import ADMIN, ALICE, ANDRE, ROLAND, as_pilot, run_concurrently
 from tests.sandboxes_config import FILE_BYTES, JOB_BYTES, received, sandbox_runtime
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound, TooLarge
 from wms.core.match.context import PilotRequest
@@ -146,7 +147,7 @@ def test_the_pilot_that_holds_the_job_sends_its_output_and_only_the_owner_reads_
     sandboxes.store_output_file(runtime, as_pilot("p1"), job_id, "p1", attempt, "r.txt", digest, body, now)
     # Another pilot, speaking for itself or pretending to be p1.
     _, body = received(b"forged")
-    with pytest.raises(Forbidden, match=f"job {job_id} is not held by pilot p2"):
+    with pytest.raises(NotFound, match=f"^no such job: {job_id}$"):      # as if there were no such job
         sandboxes.store_output_file(runtime, as_pilot("p2"), job_id, "p2", attempt, "r.txt", digest, body, now)
     with pytest.raises(Forbidden, match="cannot speak for pilot 'p1'"):
         sandboxes.store_output_file(runtime, as_pilot("p2"), job_id, "p1", attempt, "r.txt", digest, body, now)
@@ -156,8 +157,14 @@ def test_the_pilot_that_holds_the_job_sends_its_output_and_only_the_owner_reads_
     for reader in (ROLAND, ADMIN):
         info, pieces = sandboxes.open_file(runtime, reader, job_id, "output", "r.txt")
         assert (info.name, content(pieces)) == ("r.txt", b"the result\n")
-    with pytest.raises(Forbidden, match="belongs to another user"):
+    with pytest.raises(NotFound, match=f"^no such job: {job_id}$"):      # andre does not see roland's jobs
         sandboxes.open_file(runtime, ANDRE, job_id, "output", "r.txt")
+    # alice sees the jobs of her VO (visibility: jobs: vo) but not their sandboxes.
+    visible = runtime.config.settings.visibility.model_copy(update={"jobs": "vo"})
+    seeing = dataclasses.replace(runtime, config=dataclasses.replace(
+        runtime.config, settings=runtime.config.settings.model_copy(update={"visibility": visible})))
+    with pytest.raises(Forbidden, match="belongs to another user: its sandboxes are its owner's"):
+        sandboxes.open_file(seeing, ALICE, job_id, "output", "r.txt")
     with pytest.raises(Forbidden, match="pilots upload output sandboxes; they do not read them"):
         sandboxes.open_file(runtime, as_pilot("p1"), job_id, "output", "r.txt", "p1")
     with pytest.raises(NotFound, match="has no output sandbox file 'other.txt'"):
@@ -170,10 +177,10 @@ def test_a_pilot_reads_only_the_input_of_the_job_it_holds(runtime, now):
     script = upload(runtime, ROLAND, SCRIPT, now)
     text = '[ Executable = "/bin/true"; CPUTime = 300; InputSandbox = {"run.sh"}; ]'
     [job_id] = submit(runtime, now, {"run.sh": script}, text)
-    with pytest.raises(Forbidden, match=f"job {job_id} is not held by pilot p1"):
+    with pytest.raises(NotFound, match=f"^no such job: {job_id}$"):
         sandboxes.open_file(runtime, as_pilot("p1"), job_id, "input", "run.sh", "p1")   # not matched yet
     attempt = take(runtime, now, job_id, "p1")
-    with pytest.raises(Forbidden, match=f"job {job_id} is not held by pilot p2"):
+    with pytest.raises(NotFound, match=f"^no such job: {job_id}$"):
         sandboxes.manifest(runtime, as_pilot("p2"), job_id, "p2", attempt)
     assert sandboxes.manifest(runtime, as_pilot("p1"), job_id, "p1", attempt)["InputSandbox"][0]["name"] == "run.sh"
 

@@ -39,6 +39,7 @@ from wms.db import matching as match_db
 from wms.db import sandboxes as sandboxes_db
 from wms.db.engine import reading
 from wms.services import access
+from wms.services import jobs as jobs_service
 from wms.services import tokens as tokens_service
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -162,28 +163,35 @@ def _job_row(runtime: Runtime, job_id: int) -> dict[str, Any]:
 
 
 def _check_holder(placement: dict[str, Any], job_id: int, pilot_id: str, attempt: int | None) -> None:
-    """Forbidden unless ``pilot_id`` holds the job; Conflict when the attempt it quotes is over."""
+    """Unless ``pilot_id`` holds the job, it answers as a missing job does (so that a
+    pilot cannot probe ids, as for its other job calls); Conflict when the attempt
+    it quotes is over."""
     if placement["pilot_id"] != pilot_id:
-        raise Forbidden(f"job {job_id} is not held by pilot {pilot_id}: a pilot reads and writes only the "
-                        "sandboxes of its own jobs")
+        raise NotFound(f"no such job: {job_id}")
     if attempt is not None and placement["attempt"] != attempt:
         raise Conflict(f"job {job_id} was handed out again (attempt {placement['attempt']}, not {attempt})")
 
 
 def check_access(runtime: Runtime, identity: Identity, job_id: int, kind: str, pilot_id: str | None,
                  attempt: int | None) -> dict[str, Any]:
-    """The job's placement if the caller may read its ``kind`` sandbox (or Forbidden/NotFound)."""
-    placement = _job_row(runtime, job_id)
+    """The job's row if the caller may read its ``kind`` sandbox.
+
+    A job the caller may not see answers as a missing one (NotFound, as
+    every job route does); one it sees but does not own is Forbidden: a
+    job's sandboxes are its owner's."""
     if identity.role == access.PILOT:
         if kind != INPUT:
             raise Forbidden("pilots upload output sandboxes; they do not read them")
         if not pilot_id:
             raise InvalidInput("pilot_id must be given")
         tokens_service.check_pilot(identity, pilot_id)
+        placement = _job_row(runtime, job_id)
         _check_holder(placement, job_id, pilot_id, attempt)
-    elif not access.may_read_sandbox(identity, placement["owner"]):
+        return placement
+    [row] = jobs_service.visible_jobs(runtime, identity, [job_id])
+    if not access.may_read_sandbox(identity, row["owner"]):
         raise Forbidden(f"job {job_id} belongs to another user: its sandboxes are its owner's")
-    return placement
+    return row
 
 
 def output_patterns(runtime: Runtime, job_id: int) -> list[str]:

@@ -26,7 +26,6 @@ from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
 from wms.services.matcher import forget_waiting_task_queues
 from wms.services.retry import run_in_transaction
-from wms.services import complexes as complexes_service
 from wms.services import reservations as reservations_service
 from wms.services import sandboxes as sandboxes_service
 from wms.services.runtime import Runtime
@@ -142,7 +141,6 @@ def submit_jobs(
     parsed = parse_sources(sources, options, settings.max_jobs_per_submission, settings.limits.core())
     sandbox_plans = sandboxes_service.plan_inputs(runtime, identity, [s for s, _ in sources], input_sandboxes,
                                                   parsed)
-    complexes_service.sync(runtime)
     env = runtime.chain_env(now)
     jobs = run_chain(runtime, env, identity, parsed)
     check_reservations(runtime, env, identity, jobs, now)
