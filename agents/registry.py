@@ -9,6 +9,7 @@ from wms.services.matcher import expire_leases, reap_stalled
 from wms.services.pools import clean_submit_pools, refresh_submit_pools
 from wms.services.reservations import manage as manage_reservations
 from wms.services.runtime import Runtime
+from wms.services.sandboxes import clean as clean_sandboxes
 from wms.services.task_queues import recompute_priorities
 
 Agent = Callable[[Runtime, datetime], object]
@@ -27,4 +28,7 @@ AGENTS: dict[str, Agent] = {
     # specs/003: advance reservations start (w -> r), end (r -> x, their jobs
     # killed first) and go into error when a reserved queue is lost.
     "reservation_manager": manage_reservations,
+    # Sandboxes of jobs finished more than sandboxes.max_age ago, and uploads
+    # no submission took, go (services/sandboxes.py).
+    "sandbox_cleaner": clean_sandboxes,
 }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import os
 import random
 import time
 import urllib.error
@@ -27,7 +28,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, BinaryIO
 
 API_PREFIX = "/api/v1"
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -95,22 +96,35 @@ class Client:
 
     # -- transport ---------------------------------------------------------
 
-    def call(self, method: str, path: str, body: Any = None, query: Mapping[str, str] | None = None) -> Any:
-        """One JSON call with retries; returns the decoded JSON body."""
+    def call(self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None, *,
+             raw: BinaryIO | None = None, headers: Mapping[str, str] | None = None,
+             sink: Callable[[Any], Any] | None = None) -> Any:
+        """One call with retries; returns the decoded JSON body.
+
+        ``raw``: a file sent as the body instead of JSON (rewound for each
+        try); ``sink``: given the response instead of decoding it (a
+        download), its result returned."""
         url = self.base + path
         if query:
-            url += "?" + urllib.parse.urlencode(query)
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        sent = {"Authorization": f"Bearer {self.token}", "Accept": "application/json", **(headers or {})}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            sent["Content-Type"] = "application/json"
+        elif raw is not None:
+            sent["Content-Type"] = "application/octet-stream"
+            sent["Content-Length"] = str(os.fstat(raw.fileno()).st_size)
         attempt = 0
         while True:
-            request = urllib.request.Request(url, data=data, headers=headers, method=method)
+            if raw is not None:
+                raw.seek(0)
+            request = urllib.request.Request(url, data=raw if raw is not None else data, headers=sent, method=method)
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    raw = response.read()
-                return json.loads(raw) if raw else None
+                    if sink is not None:
+                        return sink(response)
+                    answer = response.read()
+                return json.loads(answer) if answer else None
             except urllib.error.HTTPError as exc:
                 status = exc.code
                 detail = _detail(exc.read() or b"", exc.reason or f"HTTP {status}")
@@ -173,3 +187,31 @@ class Client:
                 "attempt": attempt}
         return self.call("POST", f"/jobs/{job_id}/output", body)
 
+
+    # -- sandboxes (pilot/sandboxes.py) ---------------------------------------
+
+    def sandbox(self, job_id: int, pilot_id: str, attempt: int | None = None) -> dict[str, Any]:
+        """The job's input files (name, size, sha256) and its OutputSandbox entries."""
+        answer = self.call("GET", f"/jobs/{job_id}/sandbox", query={"pilot_id": pilot_id, "attempt": attempt})
+        if not isinstance(answer, dict):
+            raise NetworkError(f"GET /jobs/{job_id}/sandbox: expected an object")
+        return answer
+
+    def download_input(self, job_id: int, pilot_id: str, name: str, target: BinaryIO,
+                       attempt: int | None = None) -> None:
+        """One input file of the job into ``target`` (truncated first at every try)."""
+        def copy(response: Any) -> None:
+            target.seek(0)
+            target.truncate()
+            while piece := response.read(1 << 16):
+                target.write(piece)
+
+        self.call("GET", f"/jobs/{job_id}/sandbox/input/{urllib.parse.quote(name, safe='')}",
+                  query={"pilot_id": pilot_id, "attempt": attempt}, sink=copy)
+
+    def upload_output(self, job_id: int, pilot_id: str, name: str, source: BinaryIO, sha256: str,
+                      attempt: int | None = None) -> Any:
+        """One file of the job's output sandbox."""
+        return self.call("PUT", f"/jobs/{job_id}/sandbox/output/{urllib.parse.quote(name, safe='')}",
+                         query={"pilot_id": pilot_id, "attempt": attempt}, raw=source,
+                         headers={"X-Content-SHA256": sha256})

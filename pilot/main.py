@@ -13,7 +13,9 @@ Lifecycle
        node; the job's ``Slots`` are taken before the next request goes out
        and given back when it ends. A worker finding no free slot waits for
        one (that is not a "no match"). Each job runs in the worker's thread
-       through :func:`pilot.runner.run_job`.
+       through :func:`pilot.runner.run_job`, with its input sandbox fetched
+       before it starts and its output sandbox sent after it ends
+       (:mod:`pilot.sandboxes`).
     4. Stops: a worker ends after ``--max-empty`` consecutive empty answers
        (a failed request counts as empty, so a dead server ends the pilot
        too); no worker asks once the remaining lifetime is below
@@ -63,6 +65,7 @@ from pilot.client import DEFAULT_URL, Client, ClientError
 from pilot.credentials import CREDENTIAL_LOST, EXIT_CREDENTIAL, Keeper, load_token
 from pilot.orphans import Sessions, end_orphans, private_dir
 from pilot.probe import NodeInfo, cpu_count, hostname, probe_node
+from pilot.sandboxes import SandboxCalls
 from pilot.runner import DEFAULT_OUTPUT_LIMIT, DEFAULT_PATIENCE, JobSpec, Reporter, Stop, run_job
 
 log = logging.getLogger("pilot")
@@ -275,6 +278,12 @@ class Pilot:
             status=lambda job_id, status, minor, code: client.pilot_status(job_id, pid, status, minor, code, attempt),
             heartbeat=lambda job_id: bool(client.heartbeat(job_id, pid, attempt).get("Kill")),
             output=lambda job_id, out, err, cut: client.output(job_id, pid, out, err, cut, attempt),
+            sandbox=SandboxCalls(
+                manifest=lambda job_id: client.sandbox(job_id, pid, attempt),
+                download=lambda job_id, name, target: client.download_input(job_id, pid, name, target, attempt),
+                upload=lambda job_id, name, source, digest: client.upload_output(job_id, pid, name, source, digest,
+                                                                                 attempt),
+            ),
         )
 
     # -- slot workers --------------------------------------------------------

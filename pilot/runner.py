@@ -8,6 +8,9 @@ in tests (small recording functions).
 The child
     ``Executable`` plus ``Arguments`` split with :func:`shlex.split`, started
     in a new session (so a new process group) in ``<workdir>/<JobID>``,
+    where the job's input sandbox files are first written (checked against
+    their SHA-256; pilot/sandboxes.py), and from where the files its
+    OutputSandbox names are sent after it ends,
     stdin from /dev/null, stdout/stderr to ``std.out``/``std.err`` there.
     Environment: the pilot's, minus the pilot's own credential
     (``WMS_TOKEN``, ``WMS_PILOT_TOKEN``), plus the job's ``Environment``,
@@ -70,6 +73,7 @@ from typing import Any
 from pilot.client import ClientError, JobLost
 from pilot.logs import job_context
 from pilot.orphans import Sessions
+from pilot.sandboxes import SandboxCalls, SandboxError, fetch_inputs, send_outputs
 
 # What a job's process runs first: it waits until the pilot has registered
 # its session (and set its limits), then becomes the job's program. A
@@ -105,6 +109,8 @@ DEFAULT_PATIENCE = 300.0
 PATIENCE_STEP_MAX = 30.0
 OUTPUT_LOST_MINOR = "Output not stored: {error}"
 RUNNING_MINOR = "Application"
+INPUT_SANDBOX_MINOR = "Input sandbox not downloaded"
+OUTPUT_SANDBOX_MINOR = "Output sandbox not stored"
 
 
 # -- the job ----------------------------------------------------------------
@@ -169,6 +175,8 @@ class Reporter:
     status: Callable[[int, str, str, int | None], Any]
     heartbeat: Callable[[int], bool]  # True means: kill the job
     output: Callable[[int, str, str, bool], Any]
+    # The job's input and output files (pilot/sandboxes.py); None: no sandboxes.
+    sandbox: SandboxCalls | None = None
 
 
 class Stop(threading.Event):
@@ -317,6 +325,13 @@ def _left_by_the_batch_system(status: int | None, stop: Stop) -> bool:
     if status is not None and os.WIFSIGNALED(status):
         stop.wait(1.0)
     return stop.is_set() and stop.leave_jobs
+
+
+def may_have_sandboxes(jdl: str) -> bool:
+    """Whether the job's JDL may name sandbox files: a JDL that never says
+    "sandbox" has none, and its job needs no sandbox call (one request less
+    per job); an unknown JDL is asked about."""
+    return not jdl or "sandbox" in jdl.casefold()
 
 
 def job_environment(spec: JobSpec, job_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -516,6 +531,18 @@ def _run(
         minor = "No longer this pilot's job" if confirmed is False else "Running not confirmed"
         return JobResult(spec.job_id, "Lost", minor, None, job_dir, wall_seconds=time.monotonic() - started)
 
+    # -- the input sandbox, into the job's directory before the job starts --
+    patterns: list[str] = []
+    if reporter.sandbox is not None and may_have_sandboxes(spec.jdl):
+        try:
+            patterns = fetch_inputs(reporter.sandbox, spec.job_id, job_dir)
+        except JobLost as exc:
+            log.warning("input sandbox: job is no longer ours (%s)", exc)
+            return JobResult(spec.job_id, "Lost", "No longer this pilot's job", None, job_dir,
+                             wall_seconds=time.monotonic() - started)
+        except (ClientError, SandboxError) as exc:
+            return failed_to_start(f"{INPUT_SANDBOX_MINOR}: {exc}"[:500])
+
     limits = spec.limits
     log.info("starting %s in %s (limits h_rt=%s s_rt=%s cpu_time=%s)", shlex.join(argv), job_dir,
              limits.h_rt, limits.s_rt, limits.cpu_time)
@@ -628,6 +655,21 @@ def _run(
         return JobResult(spec.job_id, abandon, minor, exit_code, job_dir, cpu, wall)
 
     final = "Done" if verdict is None and exit_code == 0 else "Failed"
+    # The output sandbox goes whatever the job's end: a failed job's files
+    # are what its owner needs most.
+    if reporter.sandbox is not None and patterns:
+        calls = reporter.sandbox
+        problems: list[str] = []
+
+        def send() -> None:
+            problems[:] = send_outputs(calls, spec.job_id, job_dir, patterns)
+
+        sent_files, error = _patiently(send, "upload output sandbox", patience)
+        if sent_files is False:
+            return JobResult(spec.job_id, "Lost", "No longer this pilot's job", exit_code, job_dir, cpu, wall)
+        problem = error if sent_files is None else "; ".join(problems)
+        if problem and final == "Done":
+            final, minor = "Failed", f"{OUTPUT_SANDBOX_MINOR}: {problem}"[:500]
     # The output stays in the job directory until the server has stored it.
     stdout, cut_out = read_tail(job_dir / STDOUT_NAME, output_limit)
     stderr, cut_err = read_tail(job_dir / STDERR_NAME, output_limit)

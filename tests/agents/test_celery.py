@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,13 @@ from agents.celery_app import (
 )
 from agents.locks import acquire, acquire_key, agent_lock, lock_key, release, release_key, renew_key
 from tests.agents.conftest import REDIS_URL
-from tests.helpers import CONFIG_DIR, patience
+from tests.helpers import CONFIG_DIR, ROLAND, as_pilot, patience
+from tests.sandboxes_config import received
+from wms.core.match.context import PilotRequest
+from wms.db.engine import make_engine
+from wms.services import matcher, sandboxes
+from wms.services.runtime import Runtime
+from wms.services.submission import SubmitOptions, submit_jobs
 
 BIN = Path(sys.executable).parent
 RESULT_TIMEOUT = patience(90)
@@ -45,6 +52,7 @@ def config_dir(tmp_path_factory, redis_client) -> Path:
     text = wms_yaml.read_text()
     text = re.sub(r"(?m)^database_url:.*$", f"database_url: sqlite:///{tmp / 'wms.db'}", text)
     text = re.sub(r"(?m)^broker_url:.*$", f"broker_url: {REDIS_URL}", text)
+    text = re.sub(r"(?m)^  directory: var/sandboxes$", f"  directory: {tmp / 'sandboxes'}", text)
     wms_yaml.write_text(text)
     env = {**os.environ, "WMS_CONFIG": str(directory)}
     env.pop("WMS_DATABASE_URL", None)
@@ -119,6 +127,27 @@ def test_worker_runs_the_agent(client_app, worker, agent, keys):
     report = result_of(client_app, agent, worker)
     assert set(report) == keys
     assert all(isinstance(value, int) for value in report.values())
+
+
+def test_the_worker_expires_the_sandboxes_of_finished_jobs(client_app, worker):
+    runtime = Runtime.create(client_app.wms_config, make_engine(client_app.wms_config.settings.database_url))
+    long_ago = datetime.now(UTC) - timedelta(seconds=runtime.config.settings.sandboxes.max_age + 60)
+    digest, body = received(b"#!/bin/sh\n")
+    sandboxes.upload(runtime, ROLAND, digest, body, long_ago)
+    [job_id] = submit_jobs(runtime, ROLAND, [("a.jdl", '[ Executable = "/bin/sh"; CPUTime = 300; '
+                                                       'InputSandbox = {"run.sh"}; ]')], SubmitOptions(), long_ago,
+                           input_sandboxes=[{"run.sh": digest}])
+    request = PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn1", pilot_id="p1",
+                           platform="x86_64-el9", cpu_time_left=100000)
+    assert matcher.request_job(runtime, request, long_ago).job["JobID"] == job_id
+    for status in ("Running", "Done"):
+        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", status, "", 0, long_ago)
+
+    report = result_of(client_app, "sandbox_cleaner", worker)
+    # The content itself was stored just now: it stays its orphan_grace.
+    assert report == {"files_removed": 1, "uploads_forgotten": 1, "contents_removed": 0}
+    assert sandboxes.manifest(runtime, ROLAND, job_id)["InputSandbox"] == []
+    runtime.engine.dispose()
 
 
 def test_a_run_skips_while_another_holds_the_lock(client_app, worker, redis_client):

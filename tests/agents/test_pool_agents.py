@@ -94,7 +94,7 @@ def test_the_default_agents_run_on_a_real_database(runtime, now):
     submit_jobs(runtime, ROLAND, [("a.jdl", SOFTWARE)], SubmitOptions(), now)
     scheduler = Scheduler(runtime)
     assert set(scheduler.agents) == {"submit_pool_refresher", "submit_pool_cleaner", "lease_reaper",
-                                     "task_queue_priorities", "reservation_manager"}
+                                     "task_queue_priorities", "reservation_manager", "sandbox_cleaner"}
     assert scheduler.periods["submit_pool_refresher"] == runtime.config.settings.submit_pool_refresh
     for name in scheduler.agents:
         assert scheduler.run_once(name) is not None

@@ -6,8 +6,8 @@ table."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-
 import secrets
 import shutil
 from collections.abc import Callable, Iterator
@@ -94,7 +94,7 @@ def request_body(pilot_id: str) -> dict[str, Any]:
 
 
 def _config(tmp: Path) -> Path:
-    """The repository's configuration; every user may reserve, pilot logs in ``tmp``, no settle wait."""
+    """The repository's configuration; every user may reserve, pilot logs and sandboxes in ``tmp``, no settle wait."""
     config = tmp / "config-src"
     shutil.copytree(CONFIG_DIR, config)
     cluster = config / "cluster.yaml"
@@ -104,7 +104,8 @@ def _config(tmp: Path) -> Path:
     wms_yaml = config / "wms.yaml"
     text = wms_yaml.read_text()
     for old, new in (("pilot_log_dir: var/pilots", f"pilot_log_dir: {tmp / 'pilots'}"),
-                     ("reservation_settle: 2", "reservation_settle: 0")):
+                     ("reservation_settle: 2", "reservation_settle: 0"),
+                     ("  directory: var/sandboxes", f"  directory: {tmp / 'sandboxes'}")):
         assert old in text
         text = text.replace(old, new)
     wms_yaml.write_text(text)
@@ -145,6 +146,7 @@ def _objects(w: World) -> None:
     w.held, w.attempt = w.hand_out()
     w.ok("own_pilot", "POST", f"/jobs/{w.held}/output",
          {"pilot_id": "matrix-own", "stdout": "hello\n", "attempt": w.attempt})
+    _send(w, "own_pilot", _output_file(w, "own_pilot")).raise_for_status()
     w.waiting = w.submit(CERN_ONLY)
     status = w.ok("owner", "GET", f"/jobs/{w.waiting}")
     w.task_queue, w.pool = status["TaskQueue"], status["SubmitPool"]
@@ -168,6 +170,7 @@ class Call:
     object_id: int | str | None = None              # the id of the object the request is about
     cleanup: Callable[[], Any] | None = None        # run after the request (frees what it took)
     missing: Call | None = None                     # the same request about an object that does not exist
+    headers: dict[str, str] | None = None           # with a raw body (bytes): a file upload
 
 
 def _ids(key: str, wanted: int) -> Callable[[Any], bool]:
@@ -210,6 +213,24 @@ def _report(suffix: str, extra: dict[str, Any]) -> Callable[[World, str], Call]:
         done = {"pilot_id": "matrix-own", "attempt": attempt, "status": "Done", "exit_code": 0}
         call = about(job_id, MISSING_JOB, lambda i: Call("POST", API + f"/jobs/{i}{suffix}", body))
         return Call(**{**vars(call), "cleanup": lambda: w.ok("own_pilot", "POST", f"/jobs/{job_id}{suffix}", done)})
+    return make
+
+
+SANDBOX_FILE = b"a file of the job's output sandbox\n"
+
+
+def _output_file(w: World, caller: str) -> Call:
+    """An output sandbox file of the held job, sent as a pilot sends it."""
+    return about(w.held, MISSING_JOB, lambda i: Call(
+        "PUT", API + f"/jobs/{i}/sandbox/output/matrix.txt", SANDBOX_FILE,
+        params={"pilot_id": _speaks_as(caller), "attempt": w.attempt},
+        headers={"X-Content-SHA256": hashlib.sha256(SANDBOX_FILE).hexdigest()}))
+
+
+def _sandbox_read(suffix: str) -> Callable[[World, str], Call]:
+    def make(w: World, caller: str) -> Call:
+        return about(w.held, MISSING_JOB, lambda i: Call(
+            "GET", API + f"/jobs/{i}/sandbox{suffix}", params={"pilot_id": _speaks_as(caller), "attempt": w.attempt}))
     return make
 
 
@@ -295,6 +316,12 @@ CALLS: dict[tuple[str, str], Callable[[World, str], Call]] = {
     ("POST", "/api/v1/rqs/attributes"): lambda w, c: Call("POST", API + "/rqs/attributes", {
         "switch": "mattr", "attribute": "enabled", "value": "false", "target": "ruleset2"}),
     ("GET", "/api/v1/quotas"): lambda w, c: Call("GET", API + "/quotas", params={"users": "roland"}),
+    ("GET", "/api/v1/sandboxes/limits"): lambda w, c: Call("GET", API + "/sandboxes/limits"),
+    ("PUT", "/api/v1/sandboxes/{sha256}"): lambda w, c: Call(
+        "PUT", API + f"/sandboxes/{hashlib.sha256(SANDBOX_FILE).hexdigest()}", SANDBOX_FILE),
+    ("GET", "/api/v1/jobs/{job_id}/sandbox"): _sandbox_read(""),
+    ("GET", "/api/v1/jobs/{job_id}/sandbox/{kind}/{name}"): _sandbox_read("/output/matrix.txt"),
+    ("PUT", "/api/v1/jobs/{job_id}/sandbox/output/{name}"): _output_file,
 }
 
 
@@ -307,6 +334,9 @@ def _outcome(response: httpx.Response, call: Call) -> str:
 
 
 def _send(w: World, caller: str, call: Call) -> httpx.Response:
+    if isinstance(call.body, bytes):           # a file, sent as the raw body
+        return w.as_(caller).request(call.method, call.path, content=call.body, params=call.params,
+                                     headers={"Content-Type": "application/octet-stream", **(call.headers or {})})
     return w.as_(caller).request(call.method, call.path, json=call.body, params=call.params)
 
 

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from wms import __version__
 from wms.api import (
     routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
+    routes_sandboxes,
 )
 from wms.api.deps import public
 from wms.api.guard import InputGuard, error_body, error_response
@@ -90,4 +91,5 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.include_router(routes_pilots.router, prefix=API_PREFIX)
     app.include_router(routes_reservations.router, prefix=API_PREFIX)
     app.include_router(routes_quotas.router, prefix=API_PREFIX)
+    app.include_router(routes_sandboxes.router, prefix=API_PREFIX)
     return app

@@ -8,6 +8,8 @@ An ASGI middleware, so that it acts before FastAPI reads or parses a body:
    bodies have no Content-Length);
 3. a request with a body must carry a valid token before the body is read
    (the route checks the role again, as for any request);
+   (file uploads, whose routes read the body themselves against their own
+   limit, stop here: ``routes_sandboxes.streams_body``);
 4. the body is read, counted, and scanned as bytes: JSON nested deeper than
    ``limits.depth`` is refused, and when a NUL or a lone surrogate may be in
    it (``\\u0000``, ``\\udXXX``, or raw surrogate bytes that Python's JSON
@@ -40,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from wms.api.deps import _bearer, get_now
+from wms.api.routes_sandboxes import streams_body
 from wms.core.errors import InvalidInput, TooLarge, Unauthorized, WmsError
 from wms.core.limits import find_bad_character
 from wms.logs import current_request_id, one_line, request_id_from, shown_query
@@ -203,6 +206,15 @@ class InputGuard:
         chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
         has_body = chunked or (length_header is not None and length_header.strip() not in (b"", b"0"))
         if not has_body and scope.get("method") not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        if streams_body(scope.get("method", ""), scope.get("path", "")):
+            # A file upload: its route reads the body against its own limit
+            # (sandboxes.file_bytes); the token is checked first all the same.
+            refusal = await self.authenticate(scope) if has_body else None
+            if refusal is not None:
+                await error_response(refusal)(scope, receive, send)
+                return
             await self.app(scope, receive, send)
             return
         limits = self.runtime.config.settings.limits

@@ -24,6 +24,8 @@ class JDLSource(BaseModel):
 
     source: str = Field("<jdl>", description="file name, used in error messages")
     text: str
+    input_sandbox: dict[str, str] = Field(
+        default_factory=dict, description="InputSandbox entry -> SHA-256 of the file uploaded for it")
 
 
 class SubmitRequest(BaseModel):

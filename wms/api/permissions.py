@@ -86,6 +86,11 @@ PUT    /api/v1/rqs                             401 401 401 403    403    403    
 DELETE /api/v1/rqs                             401 401 401 403    403    403    403    403    ok  ok
 POST   /api/v1/rqs/attributes                  401 401 401 403    403    403    403    403    ok  ok
 GET    /api/v1/quotas                          401 401 401 ok     ok     ok     403    403    ok  ok
+GET    /api/v1/sandboxes/limits                401 401 401 ok     ok     ok     ok     ok     ok  ok
+PUT    /api/v1/sandboxes/{sha256}              401 401 401 ok     ok     ok     403    403    ok  ok
+GET    /api/v1/jobs/{job_id}/sandbox           401 401 401 ok     404    404    404    ok     ok  ok
+GET    /api/v1/jobs/{job_id}/sandbox/{kind}/{name} 401 401 401 ok 404    404    403    403    ok  ok
+PUT    /api/v1/jobs/{job_id}/sandbox/output/{name} 401 401 401 403 403   403    404    ok     ok  ok
 """
 
 

@@ -34,7 +34,8 @@ def submit(body: SubmitRequest, runtime: RuntimeDep, now: NowDep, caller: Submit
         project=body.project,
         job_name=body.job_name,
     )
-    ids = submit_jobs(runtime, caller, [(j.source, j.text) for j in body.jdls], options, now)
+    ids = submit_jobs(runtime, caller, [(j.source, j.text) for j in body.jdls], options, now,
+                      input_sandboxes=[j.input_sandbox for j in body.jdls])
     return {"job_ids": ids}
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, BinaryIO, NoReturn
 
 import httpx
 
@@ -63,6 +64,10 @@ class Client:
             raise ClientError(f"cannot reach the WMS server at {self.url}: {exc}") from None
         if response.is_success:
             return response.json()
+        self._fail(response)
+
+    @staticmethod
+    def _fail(response: httpx.Response) -> NoReturn:
         try:
             detail = response.json().get("detail")
         except ValueError:
@@ -74,3 +79,26 @@ class Client:
 
     def post(self, path: str, body: Any) -> Any:
         return self.request("POST", path, json=body)
+
+    def put_file(self, path: str, handle: BinaryIO) -> Any:
+        """Upload a file as the raw body (streamed, never whole in memory)."""
+        return self.request("PUT", path, content=_pieces(handle),
+                            headers={"Content-Type": "application/octet-stream",
+                                     "Content-Length": str(os.fstat(handle.fileno()).st_size)})
+
+    def download(self, path: str, target: BinaryIO) -> None:
+        """A raw body into ``target``, piece by piece."""
+        try:
+            with self.http.stream("GET", path) as response:
+                if not response.is_success:
+                    response.read()
+                    self._fail(response)
+                for piece in response.iter_bytes():
+                    target.write(piece)
+        except httpx.TransportError as exc:
+            raise ClientError(f"cannot reach the WMS server at {self.url}: {exc}") from None
+
+
+def _pieces(handle: BinaryIO, size: int = 1 << 16) -> Iterator[bytes]:
+    while piece := handle.read(size):
+        yield piece

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any, Callable, Sequence
 from urllib.parse import quote
 
 from wms.cli import output
 from wms.cli.client import Client, ClientError, read_stdin, read_text_file
+from wms.cli.sandboxes import LocalFileError, fetch_outputs, send_inputs
 
 JOB_COLUMNS = ["JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", "Queue", "SubmitPool", "TaskQueue",
                "AR"]
@@ -74,7 +76,14 @@ def job_ids(values: Sequence[str]) -> list[int]:
 
 # --------------------------------------------------------------- client commands
 def cmd_submit(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"jdls": [dict(zip(("source", "text"), read_jdl(f))) for f in args.files]}
+    jdls = [(f, *read_jdl(f)) for f in args.files]
+    client = Client()
+    try:
+        sandboxes = send_inputs(client, jdls)      # checked whole, then uploaded, before the submission
+    except LocalFileError as exc:
+        raise UsageError(str(exc)) from None
+    body: dict[str, Any] = {"jdls": [{"source": source, "text": text, **({"input_sandbox": sb} if sb else {})}
+                                     for (_, source, text), sb in zip(jdls, sandboxes)]}
     if args.hard_requests:
         body["resource_requests"] = args.hard_requests
     if args.soft_requests:
@@ -87,7 +96,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     for key, value in (("reservation", args.ar), ("project", args.project), ("job_name", args.name)):
         if value is not None:
             body[key] = value
-    result = Client().post("/jobs", body)
+    result = client.post("/jobs", body)
     if args.json:
         output.as_json(result)
     else:
@@ -223,6 +232,16 @@ def cmd_request_job(args: argparse.Namespace) -> int:
 
 def cmd_output(args: argparse.Namespace) -> int:
     [job_id] = job_ids([args.id])
+    if args.dir is not None:
+        written, missing = fetch_outputs(Client(), job_id, Path(args.dir))
+        if args.json:
+            output.as_json({"JobID": job_id, "files": [str(p) for p in written], "missing": missing})
+            return 0
+        for path in written:
+            print(path)
+        if missing:
+            print(f"OutputSandbox files job {job_id} did not write: {', '.join(missing)}", file=sys.stderr)
+        return 0
     result = Client().get(f"/jobs/{job_id}/output")
     if args.json:
         output.as_json(result)
@@ -509,8 +528,10 @@ def build_parser() -> argparse.ArgumentParser:
     command("task-queues", cmd_task_queues, "the task queues, their jobs and priorities")
     p = command("why", cmd_why, "every queue and the first layer that keeps a job from it")
     p.add_argument("id", metavar="ID")
-    p = command("output", cmd_output, "the job's stdout and stderr")
+    p = command("output", cmd_output, "the job's stdout and stderr; with --dir, its output sandbox too")
     p.add_argument("id", metavar="ID")
+    p.add_argument("--dir", metavar="D", help="write the OutputSandbox files, std.out and std.err into D "
+                                              "(created if need be)")
     p = command("pilots", cmd_pilots, "the pilots the SiteDirector submitted, their state and jobs run")
     p.add_argument("--output", metavar="PILOT_ID", help="what that pilot printed (its stdout and stderr)")
     command("queues", cmd_queues, "resv/used/tot slots and consumables per queue, host and global (qstat -f)")

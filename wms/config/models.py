@@ -45,6 +45,7 @@ from wms.core.limits import CEILING, DEFAULT as DEFAULT_LIMITS, Limits
 from wms.core import visibility
 from wms.core.pilot_backends import backend_parameter_problem
 from wms.core.resources import CES_KEY, QUEUES_KEY, VO_KEY
+from wms.core.sandboxes import SandboxLimits
 
 KeyPath = tuple[Any, ...]
 Problem = tuple[KeyPath, str]
@@ -163,6 +164,7 @@ AGENT_PERIOD_DEFAULTS: dict[str, int] = {
     "lease_reaper": 30,
     "task_queue_priorities": 300,
     "reservation_manager": 30,
+    "sandbox_cleaner": 3600,
 }
 AgentName = Literal[
     "submit_pool_refresher",
@@ -171,6 +173,7 @@ AgentName = Literal[
     "lease_reaper",
     "task_queue_priorities",
     "reservation_manager",
+    "sandbox_cleaner",
 ]
 
 DEFAULT_OPTIMIZERS = ("JobSanity", "JobRequirements", "JobScheduling", "TaskQueue")
@@ -199,6 +202,25 @@ class LimitsSettings(_Model):
     def core(self) -> Limits:
         """The same values for the code that enforces them."""
         return Limits(**self.model_dump())
+
+
+class SandboxSettings(_Model):
+    """``sandboxes:``: where input and output sandboxes live and for how long
+    (docs/configuration.md, "Sandboxes")."""
+
+    # directory: files under `directory` (one server, `wms up`); database:
+    # in the database every server reaches (several `wms server`).
+    store: Literal["directory", "database"] = "directory"
+    directory: Annotated[str, Field(min_length=1)] = "var/sandboxes"
+    file_bytes: PositiveInt = 10 * 1024 * 1024
+    job_bytes: PositiveInt = 50 * 1024 * 1024
+    # A finished job's sandboxes go this long after its end.
+    max_age: Seconds = 14 * 86400
+    # Files uploaded for a submission that never came (or was refused) go after this.
+    orphan_grace: Seconds = 86400
+
+    def limits(self) -> SandboxLimits:
+        return SandboxLimits(file_bytes=self.file_bytes, job_bytes=self.job_bytes)
 
 
 Scope = Literal["owner", "group", "vo", "all"]
@@ -279,6 +301,7 @@ class Settings(_Model):
     smtp: SmtpSettings | None = None
     max_jobs_per_submission: PositiveInt = 10000
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    sandboxes: SandboxSettings = Field(default_factory=SandboxSettings)
     visibility: VisibilitySettings = Field(default_factory=VisibilitySettings)
     # Pilot logs and exit files of the SiteDirector's backends; for Slurm
     # pilots a directory the worker nodes share (docs/deployment.md).

@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -361,4 +362,49 @@ reservation_locks = Table(
     "reservation_locks",
     metadata,
     Column("scope", Scope, primary_key=True),
+)
+
+# -- sandboxes (wms/db/sandboxes.py; docs/architecture.md, "Sandboxes") --------
+Digest = String(64)
+# A piece of a stored file; LONGBLOB on MariaDB, whose BLOB holds 64 KiB only.
+Bytes = LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
+
+# Who uploaded which content for a submission: a job may name only input
+# files its owner uploaded, so knowing a digest grants nothing.
+sandbox_uploads = Table(
+    "sandbox_uploads",
+    metadata,
+    Column("owner", Name, primary_key=True),
+    Column("sha256", Digest, primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("uploaded", UtcDateTime, nullable=False),
+    Index("ix_sandbox_uploads_sha256", "sha256"),
+)
+
+# The files of each job's sandboxes, by name in the job's directory.
+sandbox_files = Table(
+    "sandbox_files",
+    metadata,
+    Column("job_id", ForeignKey("jobs.job_id", ondelete="CASCADE"), primary_key=True),
+    Column("kind", String(8), primary_key=True),
+    Column("name", Name, primary_key=True),
+    Column("sha256", Digest, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("created", UtcDateTime, nullable=False),
+    # Output files: the job's hand-out (attempt) that sent them; only those
+    # of its latest one are its output. Input files: 0.
+    Column("attempt", Integer, nullable=False, default=0, server_default="0"),
+    Index("ix_sandbox_files_sha256", "sha256"),
+)
+
+# The database store's content: each file in pieces of at most
+# wms.core.sandboxes.CHUNK_BYTES, so no statement exceeds MariaDB's
+# max_allowed_packet.
+sandbox_chunks = Table(
+    "sandbox_chunks",
+    metadata,
+    Column("sha256", Digest, primary_key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("data", Bytes, nullable=False),
+    Column("stored", UtcDateTime, nullable=False),
 )

@@ -99,6 +99,12 @@ def may_see_usage_of(identity: Identity, users: list[str], policy: Visibility) -
     return identity.role in ADMINS or policy.quota_usage == ALL or all(u == identity.user for u in users)
 
 
+def may_read_sandbox(identity: Identity, owner: str) -> bool:
+    """A job's sandboxes are its owner's (and the administrators'); its pilot's
+    access goes through the job it holds (services/sandboxes.py)."""
+    return identity.role in ADMINS or (identity.role == USER and identity.user == owner)
+
+
 def may_act_for_pilot(identity: Identity, pilot_id: str) -> bool:
     """Whether the caller may request, report, heartbeat or upload as the pilot ``pilot_id``."""
     if identity.role in ADMINS:

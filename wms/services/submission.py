@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from wms.core import jdl, pools
 from wms.core.classad import render_record
@@ -27,6 +27,7 @@ from wms.db import task_queues as tq_db
 from wms.services.matcher import forget_waiting_task_queues
 from wms.services.retry import run_in_transaction
 from wms.services import reservations as reservations_service
+from wms.services import sandboxes as sandboxes_service
 from wms.services.runtime import Runtime
 
 SOURCE_MANAGER = "JobManager"
@@ -130,10 +131,16 @@ def submit_jobs(
     sources: list[tuple[str, str]],
     options: SubmitOptions,
     now: datetime,
+    input_sandboxes: Sequence[Mapping[str, str]] = (),
 ) -> list[int]:
-    """Submit every job of ``sources`` (name, JDL text); returns their ids in order."""
+    """Submit every job of ``sources`` (name, JDL text); returns their ids in order.
+
+    ``input_sandboxes``: for each source, ``{InputSandbox entry: sha256}`` of
+    the files uploaded for it (services/sandboxes.py)."""
     settings = runtime.config.settings
     parsed = parse_sources(sources, options, settings.max_jobs_per_submission, settings.limits.core())
+    sandbox_plans = sandboxes_service.plan_inputs(runtime, identity, [s for s, _ in sources], input_sandboxes,
+                                                  parsed)
     env = runtime.chain_env(now)
     jobs = run_chain(runtime, env, identity, parsed)
     check_reservations(runtime, env, identity, jobs, now)
@@ -171,6 +178,7 @@ def submit_jobs(
             for job in jobs
         ]
         ids = jobs_db.insert_jobs(conn, rows, now)
+        sandboxes_service.attach_inputs(conn, ids, sandbox_plans, now)
         chain_names = ", ".join(executor.name for executor in runtime.chain)
         history = []
         for job_id, job in zip(ids, jobs):
