@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from wms.core.complexes import Complex, ComplexTable
 from wms.core.resources import ParameterMap, QueueRef, Resources
 from wms.core.scopes import GLOBAL_SCOPE, host_scope, queue_scope  # noqa: F401  (the levels' scopes)
+
+if TYPE_CHECKING:       # the layers that read these import this module
+    from wms.core.match.quotas import QuotaRequest
+    from wms.core.match.reservations import Snapshot
 
 
 @dataclass(frozen=True)
@@ -73,15 +78,15 @@ class MatchContext:
     levels: tuple[LevelValues, ...]
     # (scope, resource) -> amount in use, read once per request.
     usage: dict[tuple[str, str], float]
-    complexes: Any
+    complexes: ComplexTable
     pilot_ad: dict[str, Any]
     # The Resources view of a VO (queue parameters may differ per VO).
     resources_for: Callable[[str | None], Resources]
     # The active advance reservations (core/match/reservations.Snapshot), or
     # None when there are none: the reservation layer then costs nothing.
-    reservations: Any = None
+    reservations: Snapshot | None = None
     # The enabled resource quota sets for this request (match/quotas.py), None when there are none.
-    quotas: Any = None
+    quotas: QuotaRequest | None = None
     # The version of the stored resource quota sets ``quotas`` comes from:
     # the claim is refused when it is no longer the stored one.
     rules_version: int = 0
@@ -135,4 +140,4 @@ class TaskQueueView:
     soft: Mapping[str, Any]
     # What the job is checked and charged for: (complex, requested or None
     # for a consumable's default), computed once with the view.
-    charged: tuple[tuple[Any, Any], ...] = ()
+    charged: tuple[tuple[Complex, Any], ...] = ()

@@ -202,11 +202,10 @@ def exclusive_debits(ctx: MatchContext, tq: TaskQueueView, level: LevelValues) -
         if cx is None or not offers_exclusivity(level, cx):
             continue
         mine = asks_exclusivity(cx, tq)
-        common = dict(level=level.level, scope=level.scope, complex_name=cx.name, exclusive=mine)
-        out.append(ExclusiveDebit(resource=cx.name, amount=1.0 if mine else 0.0,
-                                  capacity=1.0 if mine else 0.0, **common))
-        out.append(ExclusiveDebit(resource=jobs_resource(cx.name), amount=0.0 if mine else 1.0,
-                                  capacity=0.0 if mine else JOBS_CAPACITY, **common))
+        out.append(ExclusiveDebit(level.level, level.scope, cx.name, 1.0 if mine else 0.0, 1.0 if mine else 0.0,
+                                  complex_name=cx.name, exclusive=mine))
+        out.append(ExclusiveDebit(level.level, level.scope, jobs_resource(cx.name), 0.0 if mine else 1.0,
+                                  0.0 if mine else JOBS_CAPACITY, complex_name=cx.name, exclusive=mine))
     return out
 
 
@@ -236,10 +235,10 @@ def _exclusive_check(ctx: MatchContext, tq: TaskQueueView, level: LevelValues) -
     needs some level to offer the complex: exclusivity nobody grants is none.
     """
     if level.level == HOST and ctx.request.host:
-        for cx, _ in tq.charged:
-            if cx.relop is cx_rules.Relop.EXCL and asks_exclusivity(cx, tq) \
-                    and not any(offers_exclusivity(lv, cx) for lv in ctx.levels):
-                return not_now(HOST, REASON_EXCLUSIVE_NOWHERE, resource=cx.name, host=ctx.request.host)
+        for asked, _ in tq.charged:
+            if asked.relop is cx_rules.Relop.EXCL and asks_exclusivity(asked, tq) \
+                    and not any(offers_exclusivity(lv, asked) for lv in ctx.levels):
+                return not_now(HOST, REASON_EXCLUSIVE_NOWHERE, resource=asked.name, host=ctx.request.host)
     if level.scope is None:
         return ALLOW
     for name in level.fixed:
