@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pilot import logs
+from pilot import __version__, logs
 from pilot.client import DEFAULT_URL, Client, ClientError
 from pilot.credentials import CREDENTIAL_LOST, EXIT_CREDENTIAL, Keeper, load_token
 from pilot.orphans import Sessions, end_orphans, private_dir
@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="wms-pilot",
         description="Pilot: describe this node, pull jobs from the Matcher, run and report them.",
     )
+    p.add_argument("-help", action="help", help="print this help (as Grid Engine's commands spell it)")
+    p.add_argument("--version", action="version", version=f"wms-pilot (wms) {__version__}",
+                   help="print the version and exit")
     env = os.environ
     p.add_argument("--url", default=env.get("WMS_URL", DEFAULT_URL), help="server URL (env WMS_URL)")
     p.add_argument("--token", help="bearer token: visible to every user of the node in ps, prefer --token-file "

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from wms.cli import output
 from wms.cli.client import Client, ClientError, read_stdin, read_text_file
+from wms.cli.program import add_version, run_program
 
 JOB_COLUMNS = ["JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", "Queue", "SubmitPool", "TaskQueue",
                "AR"]
@@ -415,6 +416,7 @@ def safe_url(url: str) -> str:
 # --------------------------------------------------------------- the parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wms", description="Workload management: submit and follow jobs.")
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, func: Callable[[argparse.Namespace], int], help: str, json: bool = True) -> argparse.ArgumentParser:
@@ -571,16 +573,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = f"wms {args.command}"
-    try:
-        return args.func(args)
-    except UsageError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    except (ClientError, WmsError) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+
+    def body() -> int:
+        try:
+            return args.func(args)
+        except UsageError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+        except (ClientError, WmsError) as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 1
+
+    return run_program(body)
 
 
 if __name__ == "__main__":

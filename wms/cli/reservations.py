@@ -20,6 +20,7 @@ from xml.etree import ElementTree
 
 from wms.cli.client import Client, ClientError, read_text_file
 from wms.cli.main import UsageError, parse_requests
+from wms.cli.program import add_version, run_program
 from wms.core.errors import InvalidInput
 from wms.core.reservations.timespec import parse_date_time
 
@@ -38,6 +39,7 @@ class Parser(argparse.ArgumentParser):
 def _parser(prog: str, description: str) -> Parser:
     parser = Parser(prog=prog, description=description, allow_abbrev=False)
     parser.add_argument("-help", action="help", help="print this help")
+    add_version(parser)
     return parser
 
 
@@ -67,16 +69,18 @@ def comma_list(values: Sequence[str] | None) -> list[str]:
 
 
 def run(prog: str, body: Callable[[], int]) -> int:
-    try:
-        return body()
-    except UsageError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    except ClientError as exc:
-        print(str(exc) if str(exc).startswith(("denied:", "error:")) else f"{prog}: {exc}", file=sys.stderr)
-        return EXIT_MAX_RESERVATIONS if exc.status == HTTP_TOO_MANY else 1
-    except KeyboardInterrupt:
-        return 130
+    def guarded() -> int:
+        try:
+            return body()
+        except UsageError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+        except ClientError as exc:
+            # "denied: ..." and "error: ..." are the specification's own messages, printed as they are.
+            print(str(exc) if str(exc).startswith(("denied:", "error:")) else f"{prog}: {exc}", file=sys.stderr)
+            return EXIT_MAX_RESERVATIONS if exc.status == HTTP_TOO_MANY else 1
+
+    return run_program(guarded)
 
 
 # ---------------------------------------------------------------- qrsub
