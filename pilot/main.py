@@ -69,6 +69,12 @@ log = logging.getLogger("pilot")
 
 EXIT_OK = 0
 EXIT_USAGE = 2
+# A pilot started by hand has no batch system limit to report. Two days, so
+# that it offers more than a job of the default CPUTime (operations.yaml
+# DefaultCPUTime, 86,400 s) needs even after it has run for a while: with a
+# lifetime of exactly one day it would offer 86,399 s a second after its
+# start and never take such a job.
+DEFAULT_LIFETIME = 2 * 86400.0
 
 
 def split_list(value: str | None) -> list[str]:
@@ -110,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", help="where job directories go (default: a temporary directory, removed at exit)")
     p.add_argument("--output-limit", type=int, default=DEFAULT_OUTPUT_LIMIT,
                    help="bytes of stdout and of stderr uploaded (the tail)")
-    p.add_argument("--lifetime", type=float, default=86400.0, help="seconds this pilot may live")
+    p.add_argument("--lifetime", type=float, default=DEFAULT_LIFETIME,
+                   help="seconds this pilot may live (default: two days)")
     p.add_argument("--cpu-time-left", type=float, help="CPU seconds offered at start (default: --lifetime)")
     p.add_argument("--min-time-left", type=float, default=300.0,
                    help="stop asking for jobs when less lifetime than this remains")

@@ -24,6 +24,7 @@ from wms.config.loader import ENV_CONFIG
 from wms.core.errors import ConfigError, Unauthorized, WmsError
 from wms.core.identity import Identity
 from wms.db.migrate import upgrade
+from wms.services.computing_elements import stop_local_pilots
 from wms.services.pilots import make_launcher
 from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
@@ -150,6 +151,12 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
     finally:
         if scheduler is not None:
             scheduler.stop()
+        if embedded:
+            # The pilots of the embedded computing element end with the server they serve
+            # (after the SiteDirector's run in progress, which may be starting some).
+            if scheduler is not None:
+                scheduler.join(timeout=10)
+            stop_local_pilots()
     return 0
 
 

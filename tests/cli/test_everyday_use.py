@@ -14,7 +14,7 @@ import pytest
 
 import pilot
 import wms
-from tests.helpers import REPO
+from tests.helpers import REPO, patience
 from tests.servers import WMS, free_port
 
 BIN = Path(sys.executable).parent
@@ -24,7 +24,7 @@ COMMANDS = ["wms", "qconf", "qrsub", "qrstat", "qrdel", "qralter", "qquota", "wm
 def run(command: str, *args: str, env: dict[str, str] | None = None, cwd: Path = REPO,
         **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / command), *args], env=env or os.environ, cwd=cwd, capture_output=True,
-                          text=True, timeout=60, **kw)
+                          text=True, timeout=patience(60), **kw)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -116,3 +116,21 @@ def test_queues_json_gives_numbers(server, tokens):
     assert long["Slots"] == {"reserved": 0, "used": 0, "total": 100}
     assert long["Usage"]["compiler_lic"] == {"used": 0, "total": 4}
     assert long["Parameters"]["CPUTime"] == 172800
+
+
+def test_pools_json_details_gives_each_pool_whole(server, tokens):
+    [job_id] = server.ok("submit", str(REPO / "examples" / "software.jdl"), token=tokens["roland"]).split()
+    [status] = server.json("status", job_id, token=tokens["roland"])
+    assert status["SubmitPool"] in server.json("pools", token=tokens["roland"])      # INTERFACE.md: the ids
+    pools = {p["SubmitPool"]: p for p in server.json("pools", "--details", token=tokens["roland"])}
+    pool = pools[status["SubmitPool"]]
+    assert pool["VO"] == "lhcb" and isinstance(pool["QueueCount"], int) and pool["QueueCount"] > 0
+    assert isinstance(pool["Requirements"], dict)
+
+
+def test_the_readme_says_where_the_pilot_token_comes_from():
+    readme = (REPO / "README.md").read_text()
+    [pilot_line] = [line for line in readme.splitlines() if line.startswith("wms-pilot ")]
+    token_file = pilot_line.split("--token-file ")[1].split()[0]
+    assert f"wms admin token create --user me --group lhcb_pilot --vo lhcb --role pilot \\\n    > {token_file})" \
+        in readme

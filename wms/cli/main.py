@@ -20,6 +20,9 @@ JOB_COLUMNS = ["JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", 
                "AR"]
 
 
+EXIT_NO_MATCH = 3     # request-job (INTERFACE.md) and match-queues: nothing matched
+
+
 class UsageError(Exception):
     """Bad command-line usage: exit status 2."""
 
@@ -74,8 +77,19 @@ def job_ids(values: Sequence[str]) -> list[int]:
 
 
 # --------------------------------------------------------------- client commands
+def queue_request(values: Sequence[str]) -> str:
+    """``-q a,b -q c``: qsub's hard queue list, as the request ``qname=a|b|c`` (complex(5): qname is
+    requestable, and a RESTRING request may list alternatives with ``|`` and use wildcards)."""
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    if not names:
+        raise UsageError("-q: give one or more queues, Site/CE/Queue (wildcards allowed)")
+    return "|".join(names)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"jdls": [dict(zip(("source", "text"), read_jdl(f))) for f in args.files]}
+    if args.queues:
+        args.hard_requests = {**(args.hard_requests or {}), "qname": queue_request(args.queues)}
     if args.hard_requests:
         body["resource_requests"] = args.hard_requests
     if args.soft_requests:
@@ -88,9 +102,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     for key, value in (("reservation", args.ar), ("project", args.project), ("job_name", args.name)):
         if value is not None:
             body[key] = value
+    if args.strict:
+        body["strict"] = True
     result = Client().post("/jobs", body)
+    # Stored, but no pilot will ever be sent for them: said at once rather than found out in a day.
+    for warning in result.get("warnings") or []:
+        print(f"wms submit: warning: {warning}", file=sys.stderr)
     if args.json:
-        output.as_json(result)
+        output.as_json({"job_ids": result["job_ids"]})
     else:
         for job_id in result["job_ids"]:
             print(job_id)
@@ -150,7 +169,8 @@ def cmd_pools(args: argparse.Namespace) -> int:
         return 0
     rows = client.get("/pools")
     if args.json:
-        output.as_json([row["SubmitPool"] for row in rows])
+        # INTERFACE.md: `wms pools --json` is the list of pool ids; --details gives each pool whole.
+        output.as_json(rows if args.details else [row["SubmitPool"] for row in rows])
         return 0
     for row in rows:
         row["Requirements"] = output.cell(row["Requirements"])
@@ -166,9 +186,11 @@ def cmd_match_queues(args: argparse.Namespace) -> int:
     else:
         source, text = read_jdl(args.target)
         result = client.post("/match-queues", {"source": source, "text": text})
+    # Like request-job: exit 3 when nothing matches, so that scripts can tell it from success and from errors.
+    status = 0 if result["eligible"] else EXIT_NO_MATCH
     if args.json:
         output.as_json(result["eligible"])
-        return 0
+        return status
     for name in result["eligible"]:
         print(name)
     if args.verbose:
@@ -178,7 +200,7 @@ def cmd_match_queues(args: argparse.Namespace) -> int:
             output.table(rows, ["Queue", "Reason"])
     elif not result["eligible"]:
         print("no queue can run this job (-v says why)", file=sys.stderr)
-    return 0
+    return status
 
 
 def cmd_task_queues(args: argparse.Namespace) -> int:
@@ -217,7 +239,7 @@ def cmd_request_job(args: argparse.Namespace) -> int:
     result = Client().post("/matcher/request-job", body)
     if not result["match"]:
         print(f"no match: {result['reason']}", file=sys.stderr)
-        return 3
+        return EXIT_NO_MATCH
     output.as_json(result["job"])
     return 0
 
@@ -479,8 +501,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-hard", nargs=0, action=ModeAction, help="following -l requests are hard (default)")
     p.add_argument("-pe", nargs=2, metavar=("PE", "N"), help="parallel environment and slot count")
     p.add_argument("-ar", type=int, metavar="ID", help="run inside advance reservation ID")
+    p.add_argument("-q", dest="queues", action="append", metavar="wc_queue_list",
+                   help="run only in these queues: Site/CE/Queue, comma-separated, wildcards allowed (-l qname=)")
     p.add_argument("-P", dest="project", metavar="PRJ", help="project")
     p.add_argument("-N", dest="name", metavar="NAME", help="job name")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse the whole submission (exit 1, nothing stored) if no configured queue could ever "
+                        "run one of its jobs; without it, such jobs are stored with a warning")
     p.set_defaults(hard_requests=None, soft_requests=None, soft_mode=False)
 
     p = command("status", cmd_status, "state, minor status, site, queue and pool of jobs")
@@ -500,7 +527,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--site")
     p.add_argument("--ce")
     p.add_argument("--queue")
-    p = command("match-queues", cmd_match_queues, "the queues that could run a job or a JDL file")
+    p.add_argument("--details", action="store_true",
+                   help="with --json: each pool as an object (VO, QueueCount, Jobs, Requirements), not only its id")
+    p = command("match-queues", cmd_match_queues, "the queues that could run a job or a JDL file (exit 3: none)")
     p.add_argument("target", metavar="ID|FILE.jdl")
     p.add_argument("-v", "--verbose", action="store_true", help="also say why each other queue cannot")
     command("task-queues", cmd_task_queues, "the task queues, their jobs and priorities")
