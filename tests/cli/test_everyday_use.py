@@ -5,7 +5,10 @@ the machine-readable queue overview."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +17,9 @@ import pytest
 
 import pilot
 import wms
-from tests.helpers import REPO, patience
-from tests.servers import WMS, free_port
+from tests.e2e.processes import pilot_process
+from tests.helpers import CONFIG_DIR, REPO, interruptible, log_tails, patience, wait_until
+from tests.servers import WMS, free_port, wait_for
 
 BIN = Path(sys.executable).parent
 COMMANDS = ["wms", "qconf", "qrsub", "qrstat", "qrdel", "qralter", "qquota", "wms-pilot"]
@@ -134,3 +138,46 @@ def test_the_readme_says_where_the_pilot_token_comes_from():
     token_file = pilot_line.split("--token-file ")[1].split()[0]
     assert f"wms admin token create --user me --group lhcb_pilot --vo lhcb --role pilot \\\n    > {token_file})" \
         in readme
+
+
+def _gone(pid: int) -> bool:
+    """The process has ended (a zombie nobody reaped has ended too)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_wms_up_stops_its_local_pilots_when_it_stops(tmp_path):
+    config = tmp_path / "config"
+    shutil.copytree(CONFIG_DIR, config)
+    wms_yaml = config / "wms.yaml"
+    wms_yaml.write_text(wms_yaml.read_text().replace("  site_director: 60", "  site_director: 1"))
+    port = free_port()
+    env = {**os.environ, "HOME": str(tmp_path), "WMS_CONFIG": str(config), "WMS_URL": f"http://127.0.0.1:{port}",
+           "WMS_DATABASE_URL": f"sqlite:///{tmp_path / 'up.db'}"}
+    env.pop("WMS_TOKEN", None)
+    log = tmp_path / "up.log"
+    with log.open("w") as out:
+        up = subprocess.Popen([*WMS, "up", "--bind", f"127.0.0.1:{port}"], env=env, cwd=tmp_path, stdout=out,
+                              stderr=subprocess.STDOUT, preexec_fn=interruptible)
+    try:
+        wait_for(env["WMS_URL"], up, log=log)
+        job = tmp_path / "long.jdl"
+        job.write_text('[ Executable = "/bin/sleep"; Arguments = "300"; CPUTime = 600; Site = "DIRAC.Local.ch"; ]')
+        [job_id] = run("wms", "submit", str(job), env=env).stdout.split()
+
+        def running_pilots() -> list[str]:
+            [row] = json.loads(run("wms", "status", job_id, "--json", env=env).stdout)
+            pilots = json.loads(run("wms", "pilots", "--json", env=env).stdout)
+            return [p["BackendRef"] for p in pilots if p["BackendRef"]] if row["Status"] == "Running" else []
+
+        refs = wait_until(running_pilots, timeout=90, what=f"job {job_id} running in a local pilot")
+        wrappers = [int(ref.split(":")[1]) for ref in refs]
+        pilots = [pid for pid in (pilot_process(ref) for ref in refs) if pid is not None]
+    finally:
+        up.send_signal(signal.SIGINT)
+        assert up.wait(timeout=patience(60)) == 0, log.read_text()
+    # Gone with the server, not 20-30 s later when their empty answers run out.
+    assert all(_gone(pid) for pid in wrappers + pilots), log_tails([log])

@@ -196,13 +196,16 @@ class LocalBackend:
             running = [p for p in cls._children.values() if p.poll() is None]
         for process in running:
             _signal_group(process.pid, signal.SIGTERM)
+        # The shell wrapper dies at once; the pilot in its group may take its time: watch the group.
         deadline = time.monotonic() + grace
+        left = [p.pid for p in running]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = [pid for pid in left if _group_alive(pid)]
+        for pid in left:
+            _signal_group(pid, signal.SIGKILL)
         for process in running:
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal_group(process.pid, signal.SIGKILL)
-                process.wait()
+            process.wait()
         return len(running)
 
     def kill(self, ref: str) -> None:
@@ -221,6 +224,16 @@ def _signal_group(pid: int, signum: int) -> None:
         os.killpg(pid, signum)
     except ProcessLookupError:
         pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def stop_local_pilots(grace: float = LOCAL_STOP_GRACE) -> int:
