@@ -201,7 +201,7 @@ class LocalBackend:
         left = [p.pid for p in running]
         while left and time.monotonic() < deadline:
             time.sleep(0.1)
-            left = [pid for pid in left if _group_alive(pid)]
+            left = [pid for pid in left if _signal_group(pid, 0)]
         for pid in left:
             _signal_group(pid, signal.SIGKILL)
         for process in running:
@@ -212,26 +212,16 @@ class LocalBackend:
         parsed = self._parse(ref)
         if parsed is None or parsed[0] != self.host:
             raise InvalidInput(f"not a local pilot of this host: {ref!r}")
-        pid = parsed[1]
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
+        _signal_group(parsed[1], signal.SIGTERM)
 
 
-def _signal_group(pid: int, signum: int) -> None:
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Send ``signum`` to a process group (0: only ask whether it has a process left); False if it has none."""
     try:
-        os.killpg(pid, signum)
-    except ProcessLookupError:
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
+        os.killpg(pgid, signum)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:     # a process of someone else's: alive, and not ours to signal
         return True
     return True
 
