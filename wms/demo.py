@@ -43,7 +43,7 @@ STOP_TIMEOUT = 30
 SIMULATED = (
     "  Every site of config/resources.yaml is simulated on this machine: the SiteDirector starts each\n"
     "  queue's pilots as local processes that announce the queue's Platform and CPUTime. So the arm\n"
-    "  job runs on this machine's own CPU and prints its architecture, the Intel job its CPU model."
+    "  job prints this machine's architecture, and the job asking for an Intel Xeon this machine's CPU model."
 )
 
 
@@ -77,6 +77,9 @@ class Demo:
         result = subprocess.run([*WMS, *args], env=env, capture_output=True, text=True)
         if result.returncode != 0:
             raise SystemExit(f"demo: wms {' '.join(args)} failed: {result.stderr.strip()}")
+        if show and result.stderr:
+            # Warnings, e.g. `wms submit` on a job no configured queue could ever run.
+            print("\n".join(f"  {line}" for line in result.stderr.splitlines()), flush=True)
         return result.stdout
 
     def token(self, user: str, group: str, vo: str, role: str) -> str:
