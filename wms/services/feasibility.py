@@ -13,7 +13,6 @@ unrunnable.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from typing import Any, Sequence
 
@@ -22,7 +21,6 @@ from wms.core import scheduling
 from wms.core.match import framework, levels
 from wms.core.match.pools import LAYER as POOLS_LAYER
 from wms.core.match.framework import LAYERS
-from wms.core.match.verdict import Verdict
 from wms.core.optimizers import Job
 from wms.services.matcher import queue_context
 from wms.services.runtime import Runtime
@@ -32,8 +30,9 @@ WARNING = "{source}: no configured queue could ever run this job ({reasons})"
 SHOWN_REASONS = 3
 
 
-def static_verdicts_of(runtime: Runtime, job: Job) -> dict[str, Verdict]:
-    """The static phase's verdict on every queue of the job's VO, by full name.
+def static_judgement(runtime: Runtime, job: Job) -> dict[str, str | None]:
+    """The static phase's answer on every queue of the job's VO, by full name:
+    None where it allows the job, else why not.
 
     A queue left out of the job's SubmitPool is denied by the pools layer;
     its reason is then the pool's own (which requirement the queue lacks),
@@ -42,17 +41,20 @@ def static_verdicts_of(runtime: Runtime, job: Job) -> dict[str, Verdict]:
         return {}
     tq = levels.task_queue_view({**job.task_queue, "tq_id": 0}, runtime.complexes)
     resources = runtime.resources_for(job.vo)
-    out: dict[str, Verdict] = {}
+    out: dict[str, str | None] = {}
     for ref in resources.queues():
         # The pools a pilot of this queue would serve, as far as this job's pool is concerned.
         pools = None if job.pool is None else (
             (job.pool.pool_id,) if ref in job.pool.queues else ())
         verdict = framework.static_verdict(LAYERS, queue_context(runtime, ref, pools), tq)
+        if verdict.allowed:
+            out[ref.name] = None
+            continue
+        cause = None
         if verdict.layer == POOLS_LAYER and job.pool is not None:
             cause = pool_rules.queue_rejection(job.pool.requirements, resources.queue_parameters(ref),
                                                runtime.config.parameter_types)
-            verdict = dataclasses.replace(verdict, reason=cause or verdict.reason)
-        out[ref.name] = verdict
+        out[ref.name] = cause or verdict.reason
     return out
 
 
@@ -60,12 +62,12 @@ def never_runnable(runtime: Runtime, job: Job) -> Counter[str] | None:
     """None if some queue of the job's VO could run it; else why not: each reason with its number of queues."""
     if job.task_queue is None:
         return None
-    verdicts = static_verdicts_of(runtime, job)
-    if any(v.allowed for v in verdicts.values()):
+    judged = static_judgement(runtime, job)
+    if any(reason is None for reason in judged.values()):
         return None
-    if not verdicts:
+    if not judged:
         return Counter({"no queue is configured for its VO": 0})
-    return Counter(v.reason for v in verdicts.values())
+    return Counter(reason for reason in judged.values() if reason is not None)
 
 
 def summary(reasons: Counter[str], shown: int) -> str:

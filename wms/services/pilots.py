@@ -246,7 +246,7 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
 
     def sends_pilots(ctx: MatchContext, tq: TaskQueueView) -> bool:
         ar_id = tq.definition.get("reservation")
-        if ar_id is not None and reservation_rules.queue_denial(snapshot, ar_id, ctx.request.ref.name):
+        if ar_id is not None and reservation_rules.queue_denial(snapshot, ar_id, ctx.request.ref.name) is not None:
             return False
         return framework.evaluate(LAYERS, ctx, tq, static_only=True, cache=static).allowed
 

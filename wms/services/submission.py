@@ -27,7 +27,6 @@ from wms.db import task_queues as tq_db
 from wms.services.feasibility import flag_unrunnable
 from wms.services.matcher import forget_waiting_task_queues
 from wms.services.retry import run_in_transaction
-from wms.services import complexes as complexes_service
 from wms.services import reservations as reservations_service
 from wms.services.runtime import Runtime
 
@@ -158,7 +157,6 @@ def submit(
     no configured queue could ever run one of them (services/feasibility.py)."""
     settings = runtime.config.settings
     parsed = parse_sources(sources, options, settings.max_jobs_per_submission, settings.limits.core())
-    complexes_service.sync(runtime)
     env = runtime.chain_env(now)
     jobs = run_chain(runtime, env, identity, parsed)
     check_reservations(runtime, env, identity, jobs, now)

@@ -29,16 +29,19 @@ from wms.core.match.layer import BaseLayer, Debit
 from wms.core.match.verdict import ALLOW, Verdict, not_now
 from wms.core.quantities import time_limit
 from wms.core.reservations.states import STARTED, usable
+from wms.core.reasons import Reason
 from wms.core.scopes import reservation_scope
 
 LAYER = "reservation"
-REASON_UNKNOWN = "advance reservation {ar_id} does not exist or has ended"
-REASON_NOT_RUNNING = "advance reservation {ar_id} is not running (state {state}, starts {start})"
-REASON_HARD_ERROR = "advance reservation {ar_id} is in error state and its error handling is hard (-he yes)"
-REASON_OTHER_QUEUE = "advance reservation {ar_id} holds nothing in this queue"
-REASON_OTHER_HOST = "advance reservation {ar_id} holds nothing on host {host}"
-REASON_NO_RUNTIME_LIMIT = ("jobs without a runtime limit (h_rt) never run in a queue holding an advance "
-                           "reservation ({ids})")
+REASON_UNKNOWN = Reason("reservation-unknown", "advance reservation {ar_id} does not exist or has ended")
+REASON_NOT_RUNNING = Reason("reservation-not-running",
+                            "advance reservation {ar_id} is not running (state {state}, starts {start})")
+REASON_HARD_ERROR = Reason("reservation-hard-error", "advance reservation {ar_id} is in error state and its "
+                           "error handling is hard (-he yes)")
+REASON_OTHER_QUEUE = Reason("reservation-other-queue", "advance reservation {ar_id} holds nothing in this queue")
+REASON_OTHER_HOST = Reason("reservation-other-host", "advance reservation {ar_id} holds nothing on host {host}")
+REASON_NO_RUNTIME_LIMIT = Reason("no-runtime-limit-beside-reservation", "jobs without a runtime limit (h_rt) never "
+                                 "run in a queue holding an advance reservation ({ids})")
 
 
 @dataclass(frozen=True)
@@ -93,23 +96,23 @@ class ReservationLayer(BaseLayer):
                 return ALLOW
             holding = snap.holding(ctx.request.ref.name, ctx.request.host)
             if holding:
-                return not_now(LAYER, REASON_NO_RUNTIME_LIMIT.format(ids=", ".join(map(str, holding))))
+                return not_now(LAYER, REASON_NO_RUNTIME_LIMIT, ids=", ".join(map(str, holding)))
             return ALLOW
-        reason = queue_denial(snap, ar_id, ctx.request.ref.name)
-        if reason is not None:
-            return not_now(LAYER, reason)
+        denial = queue_denial(snap, ar_id, ctx.request.ref.name)
+        if denial is not None:
+            return denial
         view = snap.get(ar_id) if snap is not None else None
         assert view is not None
         hosts = {b[4] for b in view.bookings if b[3] == ctx.request.ref.name}
         if None not in hosts and ctx.request.host not in hosts:
-            return not_now(LAYER, REASON_OTHER_HOST.format(ar_id=ar_id, host=ctx.request.host))
+            return not_now(LAYER, REASON_OTHER_HOST, ar_id=ar_id, host=ctx.request.host)
         return ALLOW
 
     def adjust(self, ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:
         return adjust_debits(ctx, tq, debits)
 
 
-def queue_denial(snap: Snapshot | None, ar_id: int, queue: str) -> str | None:
+def queue_denial(snap: Snapshot | None, ar_id: int, queue: str) -> Verdict | None:
     """Why no job of reservation ``ar_id`` may go to ``queue`` now, whatever the host (None: it may).
 
     The Matcher asks it for every pilot of the queue; the SiteDirector asks
@@ -117,13 +120,14 @@ def queue_denial(snap: Snapshot | None, ar_id: int, queue: str) -> str | None:
     not started or that holds nothing in the queue."""
     view = snap.get(ar_id) if snap is not None else None
     if view is None:
-        return REASON_UNKNOWN.format(ar_id=ar_id)
+        return not_now(LAYER, REASON_UNKNOWN, ar_id=ar_id)
     if not usable(view.state, view.hard_error):
         if view.state == "E":
-            return REASON_HARD_ERROR.format(ar_id=ar_id)
-        return REASON_NOT_RUNNING.format(ar_id=ar_id, state=view.state, start=view.start.strftime("%m/%d/%Y %H:%M:%S"))
+            return not_now(LAYER, REASON_HARD_ERROR, ar_id=ar_id)
+        return not_now(LAYER, REASON_NOT_RUNNING, ar_id=ar_id, state=view.state,
+                       start=view.start.strftime("%m/%d/%Y %H:%M:%S"))
     if not any(b[3] == queue for b in view.bookings):
-        return REASON_OTHER_QUEUE.format(ar_id=ar_id)
+        return not_now(LAYER, REASON_OTHER_QUEUE, ar_id=ar_id)
     return None
 
 
