@@ -4,6 +4,7 @@ default, option files, and XML valid against the specification's schema."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -110,12 +111,17 @@ def test_why_names_the_exceeded_set_and_rule(server, tokens, in_use, tmp_path):
     jdl = tmp_path / "arch.jdl"
     jdl.write_text('[ Executable = "/bin/true"; CPUTime = 300; ]')
     [job_id] = server.ok("submit", str(jdl), token=tokens["roland"]).split()
-    server("request-job", *LOCAL, "--host", "durin", "--load", "arch=lx-amd64", "--platform", "x86_64-el9",
-           "--pilot-id", "quota-pilot-3", token=tokens["quota-pilot-3"])
-    result = server.json("why", job_id, token=tokens["roland"])
-    reasons = {q["Queue"]: q for q in result["Queues"]}
-    local = reasons["DIRAC.Local.ch/localhost/default"]
-    assert local["Layer"] == "quota"
-    assert local["Reason"] == ('cannot run in queue DIRAC.Local.ch/localhost/default because it exceeds limit '
-                               '"ruleset1/1" (slots=3/3 for user roland)')
-    assert "exceeds limit" in server.ok("why", job_id, token=tokens["roland"])
+    third = server("request-job", *LOCAL, "--host", "durin", "--load", "arch=lx-amd64", "--platform", "x86_64-el9",
+                   "--pilot-id", "quota-pilot-3", token=tokens["quota-pilot-3"])
+    assert third.returncode == 0, third.stderr
+    try:
+        result = server.json("why", job_id, token=tokens["roland"])
+        reasons = {q["Queue"]: q for q in result["Queues"]}
+        local = reasons["DIRAC.Local.ch/localhost/default"]
+        assert local["Layer"] == "quota"
+        assert local["Reason"] == ('cannot run in queue DIRAC.Local.ch/localhost/default because it exceeds limit '
+                                   '"ruleset1/1" (slots=3/3 for user roland)')
+        assert "exceeds limit" in server.ok("why", job_id, token=tokens["roland"])
+    finally:
+        # The third slot goes back: the other tests, in whatever order they run, see roland's two.
+        server.ok("kill", str(json.loads(third.stdout)["JobID"]), token=tokens["roland"])
