@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # sshd of their own.
 TEST_PACKAGES := slurm-wlm munge openssh-server openssh-client
 
-.PHONY: demo test install clean bench fuzz test-packages
+.PHONY: demo test install clean bench fuzz test-packages reference
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ demo: $(STAMP)
 fuzz: $(STAMP)
 	WMS_HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -p no:cacheprovider --hypothesis-show-statistics \
 		tests/fuzz tests/hostile $(PYTEST_ARGS)
+
+# docs/commands.md and deploy/wms-completion.bash, from the commands' parsers
+# (tests/test_command_reference.py fails when they are stale).
+reference: $(STAMP)
+	$(BIN)/python -m wms.command_reference
 
 bench: $(STAMP)
 	$(BIN)/wms bench submit

@@ -40,7 +40,7 @@ def site_director(runtime: Runtime, now: datetime, *, launcher: PilotLauncher) -
     jobs, pilots seen, pilots submitted) and ``errors`` (queue -> message)."""
     changed = pilots_service.refresh_pilots(runtime, launcher, now)
     resources = runtime.resources_for(None)
-    work = pilots_service.waiting_jobs_per_queue(runtime)
+    work = pilots_service.waiting_jobs_per_queue(runtime, now=now)
     report: dict[str, Any] = {"pilots_changed": changed, "submitted": {}, "queues": {}, "errors": {}}
     for ref in resources.queues():
         entry = work[ref.name]

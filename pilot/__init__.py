@@ -23,3 +23,6 @@ zipapp whose root ``__main__.py`` calls
 ``sys.exit(pilot.main.main())``; zipapp's own ``-m`` template drops the
 exit code).
 """
+
+# The version of the wms release this pilot ships with (pilot/ imports nothing of wms; a test keeps them equal).
+__version__ = "0.1.0"

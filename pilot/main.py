@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pilot import logs
+from pilot import __version__, logs
 from pilot.client import DEFAULT_URL, Client, ClientError
 from pilot.credentials import CREDENTIAL_LOST, EXIT_CREDENTIAL, Keeper, load_token
 from pilot.orphans import Sessions, end_orphans, private_dir
@@ -72,6 +72,12 @@ log = logging.getLogger("pilot")
 
 EXIT_OK = 0
 EXIT_USAGE = 2
+# A pilot started by hand has no batch system limit to report. Two days, so
+# that it offers more than a job of the default CPUTime (operations.yaml
+# DefaultCPUTime, 86,400 s) needs even after it has run for a while: with a
+# lifetime of exactly one day it would offer 86,399 s a second after its
+# start and never take such a job.
+DEFAULT_LIFETIME = 2 * 86400.0
 
 
 def split_list(value: str | None) -> list[str]:
@@ -93,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="wms-pilot",
         description="Pilot: describe this node, pull jobs from the Matcher, run and report them.",
     )
+    p.add_argument("-help", action="help", help="print this help (as Grid Engine's commands spell it)")
+    p.add_argument("--version", action="version", version=f"wms-pilot (wms) {__version__}",
+                   help="print the version and exit")
     env = os.environ
     p.add_argument("--url", default=env.get("WMS_URL", DEFAULT_URL), help="server URL (env WMS_URL)")
     p.add_argument("--token", help="bearer token: visible to every user of the node in ps, prefer --token-file "
@@ -110,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", help="where job directories go (default: a temporary directory, removed at exit)")
     p.add_argument("--output-limit", type=int, default=DEFAULT_OUTPUT_LIMIT,
                    help="bytes of stdout and of stderr uploaded (the tail)")
-    p.add_argument("--lifetime", type=float, default=86400.0, help="seconds this pilot may live")
+    p.add_argument("--lifetime", type=float, default=DEFAULT_LIFETIME,
+                   help="seconds this pilot may live (default: two days)")
     p.add_argument("--cpu-time-left", type=float, help="CPU seconds offered at start (default: --lifetime)")
     p.add_argument("--min-time-left", type=float, default=300.0,
                    help="stop asking for jobs when less lifetime than this remains")

@@ -32,6 +32,8 @@ FORBIDDEN = {
     "wms/bench_match.py": ("wms.cli", "wms.api", "agents", "pilot"),
     "wms/bench_http.py": ("wms.cli", "wms.api", "agents", "pilot"),
     "wms/demo.py": ("wms.api", "wms.services", "wms.db", "agents", "pilot"),
+    # The command reference reads the parsers of the command line and of the pilot, nothing else.
+    "wms/command_reference.py": ("wms.api", "wms.services", "wms.db", "agents", "wms.server"),
     "wms/token_file.py": ("wms",),
     # Logging set-up and request ids: the server, the API and the agents use it; it uses nothing of theirs.
     "wms/logs.py": ("wms.db", "wms.services", "wms.api", "wms.cli", "wms.config", "agents", "pilot"),

@@ -2,7 +2,8 @@
 
 Starts `wms up` on a fresh SQLite database under var/demo (with the
 default configuration, the SiteDirector's period shortened so that the
-demo does not wait a minute), submits every JDL in examples/ as two users
+demo does not wait a minute, and the pilots' logs in var/demo/pilots: one
+place for every log of the demo, emptied at each start), submits every JDL in examples/ as two users
 of different VOs, and lets the system work: the SiteDirector starts local
 pilots on the queues that have eligible jobs (the embedded default's local
 computing element: pilots are local processes standing in for every queue
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -34,6 +36,15 @@ BOLD, DIM, RESET = ("\033[1m", "\033[2m", "\033[0m") if TTY else ("", "", "")
 FINAL = {"Done", "Failed", "Killed"}
 STATES = ["Waiting", "Matched", "Running", "Done", "Failed", "Killed"]
 TIMEOUT = 120
+PILOT_LOGS = VAR / "pilots"
+PILOT_LOG_LINES = 6
+# wms up stops its local pilots before it exits (a few seconds when they run jobs).
+STOP_TIMEOUT = 30
+SIMULATED = (
+    "  Every site of config/resources.yaml is simulated on this machine: the SiteDirector starts each\n"
+    "  queue's pilots as local processes that announce the queue's Platform and CPUTime. So the arm\n"
+    "  job prints this machine's architecture, and the job asking for an Intel Xeon this machine's CPU model."
+)
 
 
 def heading(text: str) -> None:
@@ -66,6 +77,9 @@ class Demo:
         result = subprocess.run([*WMS, *args], env=env, capture_output=True, text=True)
         if result.returncode != 0:
             raise SystemExit(f"demo: wms {' '.join(args)} failed: {result.stderr.strip()}")
+        if show and result.stderr:
+            # Warnings, e.g. `wms submit` on a job no configured queue could ever run.
+            print("\n".join(f"  {line}" for line in result.stderr.splitlines()), flush=True)
         return result.stdout
 
     def token(self, user: str, group: str, vo: str, role: str) -> str:
@@ -84,7 +98,7 @@ class Demo:
                 process.send_signal(signal.SIGINT if process is self.processes[0] else signal.SIGTERM)
         for process in self.processes:
             try:
-                process.wait(timeout=15)
+                process.wait(timeout=STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
                 process.kill()
 
@@ -93,6 +107,7 @@ class Demo:
         server = self.start([*WMS, "up", "--bind", f"127.0.0.1:{self.port}"], VAR / "wms-up.log")
         wait_until_up(self.env["WMS_URL"], server)
         print(f"  up at {self.env['WMS_URL']} (OpenAPI at {self.env['WMS_URL']}/docs)")
+        print(SIMULATED)
         roland = self.token("roland", "lhcb_user", "lhcb", "user")
         andre = self.token("andre", "dteam_user", "dteam", "user")
 
@@ -113,6 +128,9 @@ class Demo:
 
         heading("Where each job ran, and why the others wait")
         self.summary(ids)
+
+        heading("Logs")
+        self.logs()
         return 0
 
     def jobs(self, ids: list[str]) -> list[dict]:
@@ -154,7 +172,18 @@ class Demo:
             else:
                 where = row["MinorStatus"]
             print(f"  {row['JobID']:>3}  {row['JobName']:<{width}}  {row['Status']:<8} {where}")
-        print(f"\n{DIM}Logs of the server and the pilots are in {VAR}.{RESET}")
+
+    def logs(self) -> None:
+        """Where every log is, and the end of one pilot's as `wms pilots --output` shows it."""
+        print(f"  server and agents: {VAR.relative_to(ROOT) / 'wms-up.log'}")
+        print(f"  pilots:            {PILOT_LOGS.relative_to(ROOT)}/PILOT_ID.log  (or: wms pilots --output PILOT_ID)")
+        pilots = json.loads(self.wms("pilots", "--json", show=False))
+        ran = [p for p in pilots if p["JobsRun"]] or pilots
+        if ran:
+            pilot_id = ran[0]["PilotID"]
+            print(f"{DIM}$ wms pilots --output {pilot_id} | tail -{PILOT_LOG_LINES}{RESET}")
+            lines = self.wms("pilots", "--output", pilot_id, show=False).splitlines()[-PILOT_LOG_LINES:]
+            print("\n".join(f"  {line}" for line in lines))
 
 
 def wait_until_up(url: str, process: subprocess.Popen, timeout: float = 30) -> None:
@@ -176,13 +205,21 @@ def demo_config() -> None:
     wms_yaml = VAR / "config" / "wms.yaml"
     text = wms_yaml.read_text()
     assert "  site_director: 60" in text, "config/wms.yaml no longer sets site_director"
-    wms_yaml.write_text(text.replace("  site_director: 60", "  site_director: 3"))
+    assert "\npilot_log_dir: " in text, "config/wms.yaml no longer sets pilot_log_dir"
+    text = text.replace("  site_director: 60", "  site_director: 3")
+    text = re.sub(r"(?m)^pilot_log_dir: .*$", f"pilot_log_dir: {PILOT_LOGS}", text)
+    wms_yaml.write_text(text)
+
+
+def prepare() -> None:
+    """A clean var/demo (the last run's database and every log gone) with the demo's configuration."""
+    shutil.rmtree(VAR, ignore_errors=True)
+    PILOT_LOGS.mkdir(parents=True)
+    demo_config()
 
 
 def main() -> int:
-    shutil.rmtree(VAR, ignore_errors=True)
-    (VAR / "pilots").mkdir(parents=True)
-    demo_config()
+    prepare()
     demo = Demo()
     try:
         return demo.run()

@@ -38,6 +38,7 @@ from wms.core.identity import Identity
 from wms import logs
 from wms.db.engine import database_problem, describe_database_error, safe_url
 from wms.db.migrate import schema_problem, upgrade
+from wms.services.computing_elements import stop_local_pilots
 from wms.services.pilots import make_launcher
 from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
@@ -237,6 +238,12 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
         finally:
             if scheduler is not None:
                 scheduler.stop()
+            if embedded:
+                # The pilots of the embedded computing element end with the server they serve
+                # (after the SiteDirector's run in progress, which may be starting some).
+                if scheduler is not None:
+                    scheduler.join(timeout=10)
+                stop_local_pilots()
     return 0 if server.started else 1
 
 

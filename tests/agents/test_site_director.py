@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -361,3 +361,52 @@ def test_a_soft_time_limit_ends_the_run_instead_of_going_on_to_the_next_queue(ru
     pilots = recorded(runtime)
     assert [p["state"] for p in pilots] == ["Aborted"] * count, pilots
     assert {f"{p['site']}/{p['ce']}/{p['queue']}" for p in pilots} == {queue}
+
+
+@pytest.mark.databases
+def test_no_pilot_for_a_request_no_level_could_ever_offer(runtime, now, launcher, backend):
+    # 50 compiler licences where the whole cluster has 20: the static phase says never.
+    submit_jobs(runtime, ROLAND, [("lic.jdl", AT_LOCAL)], SubmitOptions(resource_requests={"compiler_lic": "50"}), now)
+    assert pilots_service.waiting_jobs_per_queue(runtime, now=now)[LOCAL]["waiting"] == 0
+    assert site_director(runtime, now, launcher=launcher)["submitted"] == {} and backend.submissions == []
+
+
+@pytest.mark.databases
+def test_no_pilot_for_a_reservation_before_it_starts_nor_in_queues_it_does_not_hold(engine, tmp_path, launcher,
+                                                                                   backend):
+    from tests.reservations_config import OTHERQ, USER1, reservation_config
+    from wms.services import reservations as ar
+
+    runtime = Runtime.create(reservation_config(tmp_path / "config"), engine)
+    t0, hour = datetime(2030, 12, 14, 10, 0, tzinfo=timezone.utc), timedelta(hours=1)
+    ar_id = ar.submit(runtime, USER1, ar.ReservationSpec(start=t0 + hour, duration="1:0:0", queues=["other.q"],
+                                                         users=["user1"]), t0)["ar_id"]
+    limited = '[ Executable = "/bin/true"; CPUTime = 300; ResourceRequests = [ h_rt = "0:30:0" ]; ]'
+    submit_jobs(runtime, USER1, [("ar.jdl", limited)], SubmitOptions(reservation=ar_id), t0)
+    # Before the start: the job waits for its reservation, no pilot would get it.
+    assert site_director(runtime, t0, launcher=launcher)["submitted"] == {} and backend.submissions == []
+    assert ar.manage(runtime, t0 + hour)["started"] == [ar_id]
+    # Running: pilots go to the one queue it holds, and to no other.
+    assert site_director(runtime, t0 + hour, launcher=launcher)["submitted"] == {OTHERQ: 1}
+
+
+@pytest.mark.databases
+def test_wms_pilots_shows_a_started_pilot_and_its_jobs_before_the_next_director_run(runtime, now, launcher,
+                                                                                   backend):
+    from wms.core.match.context import PilotRequest
+    from wms.services import matcher
+    from wms.services.tokens import renew_pilot_token
+
+    [job_id] = submit(runtime, now, AT_LOCAL)
+    site_director(runtime, now, launcher=launcher)
+    [(_, _, args)] = backend.submissions
+    [pilot_id] = args.pilot_ids
+    assert [(p["PilotID"], p["State"], p["JobsRun"]) for p in pilots_service.list_pilots(runtime)] == [
+        (pilot_id, "Submitted", 0)]
+    # The pilot starts (its first call renews its token) and takes the job; no director run in between.
+    identity = authenticate(runtime.engine, args.tokens[pilot_id], now)
+    renew_pilot_token(runtime.engine, identity, now, timedelta(hours=1))
+    request = PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn1", pilot_id=pilot_id,
+                           pools=(), platform="x86_64-el9", cpu_time_left=100000, vo="lhcb")
+    assert matcher.request_job(runtime, request, now).job["JobID"] == job_id
+    assert [(p["State"], p["JobsRun"]) for p in pilots_service.list_pilots(runtime)] == [("Running", 1)]

@@ -78,6 +78,22 @@ def test_submit_and_read_back(as_user):
     assert roland.get("/jobs", params={"job_id": [job_id]}).json()[0]["JobID"] == job_id
 
 
+def test_submit_warns_of_a_job_no_queue_could_ever_run_and_strict_refuses_it(as_user):
+    roland = as_user("roland")
+    never = '[ Executable = "/bin/true"; Requirements = [ SoftwareTag = "AppVersion9"; ]; ]'
+    answer = roland.post("/jobs", {"jdls": [{"source": "never.jdl", "text": never}]})
+    assert answer.status_code == 201
+    [warning] = answer.json()["warnings"]
+    assert warning.startswith("never.jdl: no configured queue could ever run this job (")
+    assert roland.post("/jobs", {"jdls": [{"source": "h.jdl", "text": HELLO}]}).json()["warnings"] == []
+    before = roland.get("/jobs").json()
+    refused = roland.post("/jobs", {"jdls": [{"source": "h.jdl", "text": HELLO}, {"source": "never.jdl", "text": never}],
+                                    "strict": True})
+    assert refused.status_code == 400
+    assert refused.json()["detail"].startswith("refused (--strict), nothing submitted: never.jdl: no configured queue")
+    assert roland.get("/jobs").json() == before
+
+
 def test_users_see_and_kill_only_their_own_jobs(as_user):
     roland, andre, admin = as_user("roland"), as_user("andre"), as_user("admin")
     [mine] = submit(roland, HELLO)

@@ -45,8 +45,8 @@ def test_qconf_rule_set_and_complex_files_that_are_not_utf8(server, tokens, tmp_
     rqs = tmp_path / "bad.rqs"
     rqs.write_bytes(b'{\n name q1\n description "\xff"\n}\n')
     assert one_line(qconf(server, "-Arqs", str(rqs), token=tokens["admin"])) == (
-        f"error: {rqs}:3:15: not valid UTF-8 text (byte 0xFF)")
+        f"qconf: {rqs}:3:15: not valid UTF-8 text (byte 0xFF)")
     table = tmp_path / "complexes"
     table.write_bytes(b"#name\nabc\xc3\n")
     assert one_line(qconf(server, "-Mc", str(table), token=tokens["admin"])) == (
-        f"error: {table}:2:4: not valid UTF-8 text (byte 0xC3)")
+        f"qconf: {table}:2:4: not valid UTF-8 text (byte 0xC3)")

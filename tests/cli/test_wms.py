@@ -122,6 +122,7 @@ def test_unrunnable_job_says_why(server, tokens):
     assert status["Status"] == "Waiting"
     assert status["MinorStatus"].startswith("No eligible queue: Requirements not met")
     result = server("match-queues", job_id, token=tokens["roland"])
+    assert result.returncode == 3
     assert result.stdout == "" and "no queue can run this job" in result.stderr
 
 

@@ -115,6 +115,15 @@ def test_runs_jobs_then_stops_after_empty_answers(server, tokens, tmp_path):
     assert f"pilot={PILOT_ID} job={done} " in proc.stderr
 
 
+def test_a_pilot_with_default_options_takes_a_job_of_the_default_cpu_time(server, tokens, tmp_path):
+    # No CPUTime: operations.yaml's DefaultCPUTime (86,400 s), all the local queue offers.
+    [job] = submit(server, tokens, tmp_path, jdl("echo a day").replace("CPUTime = 300; ", ""))
+    assert status(server, tokens, job)["Status"] == "Waiting"
+    proc = run_pilot(server, tokens, tmp_path, "--slots", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert status(server, tokens, job)["Status"] == "Done", proc.stderr
+
+
 def test_given_pools_skip_the_lookup_and_cpu_time_left_is_offered(server, tokens, tmp_path):
     [job] = submit(server, tokens, tmp_path, jdl("echo pooled"))
     pool = status(server, tokens, job)["SubmitPool"]
@@ -356,5 +365,5 @@ def test_the_console_script_exists():
 
 def test_defaults():
     args = build_parser().parse_args(["--site", "S", "--ce", "C", "--queue", "Q"])
-    assert (args.max_empty, args.poll, args.heartbeat, args.output_limit, args.lifetime) == (3, 5.0, 60.0, 1 << 20, 86400.0)
+    assert (args.max_empty, args.poll, args.heartbeat, args.output_limit, args.lifetime) == (3, 5.0, 60.0, 1 << 20, 172800.0)
     assert split_list(" a, b,,c ") == ["a", "b", "c"] and split_list(None) == []

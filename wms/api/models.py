@@ -39,6 +39,8 @@ class SubmitRequest(BaseModel):
     reservation: int | None = Field(None, ge=1, le=INT32_MAX)
     project: str | None = None
     job_name: str | None = None
+    strict: bool = Field(False, description="refuse every job (store none) if no configured queue could ever "
+                                            "run one of them")
 
 
 class JobIds(BaseModel):

@@ -14,7 +14,8 @@ from wms.core.identity import Identity
 from wms.services import jobs as jobs_service
 from wms.services import pools as pools_service
 from wms.services.access import MANAGER, OPERATOR, PILOT, USER
-from wms.services.submission import SubmitOptions, submit_jobs
+from wms.services import submission as submission_service
+from wms.services.submission import SubmitOptions
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -23,7 +24,7 @@ Reader = Annotated[Identity, Depends(require(USER, PILOT, OPERATOR, MANAGER))]
 
 
 @router.post("", status_code=201)
-def submit(body: SubmitRequest, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, list[int]]:
+def submit(body: SubmitRequest, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     if (body.parallel_environment is None) != (body.slots is None):
         raise InvalidInput("a parallel environment needs a slot count (-pe PE N)")
     options = SubmitOptions(
@@ -34,9 +35,10 @@ def submit(body: SubmitRequest, runtime: RuntimeDep, now: NowDep, caller: Submit
         project=body.project,
         job_name=body.job_name,
     )
-    ids = submit_jobs(runtime, caller, [(j.source, j.text) for j in body.jdls], options, now,
-                      input_sandboxes=[j.input_sandbox for j in body.jdls])
-    return {"job_ids": ids}
+    sources = [(j.source, j.text) for j in body.jdls]
+    result = submission_service.submit(runtime, caller, sources, options, now, strict=body.strict,
+                                       input_sandboxes=[j.input_sandbox for j in body.jdls])
+    return {"job_ids": result.job_ids, "warnings": result.warnings}
 
 
 @router.get("")

@@ -49,9 +49,16 @@ def find_token() -> str:
         raise ClientError(f"no token: set WMS_TOKEN or write one to {path} (wms admin token create)") from None
 
 
+def server_root(url: str) -> str:
+    """The server's address without a trailing ``/api/v1``: WMS_URL may name
+    the server (as documented) or its API (as the pilot's --url may)."""
+    url = url.rstrip("/")
+    return url.removesuffix(API) if url.endswith(API) else url
+
+
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 60.0) -> None:
-        self.url = (url or os.environ.get("WMS_URL") or DEFAULT_URL).rstrip("/")
+        self.url = server_root(url or os.environ.get("WMS_URL") or DEFAULT_URL)
         self.token = token if token is not None else find_token()
         self.http = httpx.Client(
             base_url=self.url + API, headers={"Authorization": f"Bearer {self.token}"}, timeout=timeout

@@ -15,10 +15,14 @@ from urllib.parse import quote
 
 from wms.cli import output
 from wms.cli.client import Client, ClientError, read_stdin, read_text_file
+from wms.cli.program import add_version, run_program
 from wms.cli.sandboxes import LocalFileError, fetch_outputs, send_inputs
 
 JOB_COLUMNS = ["JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", "Queue", "SubmitPool", "TaskQueue",
                "AR"]
+
+
+EXIT_NO_MATCH = 3     # request-job (INTERFACE.md) and match-queues: nothing matched
 
 
 class UsageError(Exception):
@@ -75,6 +79,15 @@ def job_ids(values: Sequence[str]) -> list[int]:
 
 
 # --------------------------------------------------------------- client commands
+def queue_request(values: Sequence[str]) -> str:
+    """``-q a,b -q c``: qsub's hard queue list, as the request ``qname=a|b|c`` (complex(5): qname is
+    requestable, and a RESTRING request may list alternatives with ``|`` and use wildcards)."""
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    if not names:
+        raise UsageError("-q: give one or more queues, Site/CE/Queue (wildcards allowed)")
+    return "|".join(names)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     jdls = [(f, *read_jdl(f)) for f in args.files]
     client = Client()
@@ -84,6 +97,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     body: dict[str, Any] = {"jdls": [{"source": source, "text": text, **({"input_sandbox": sb} if sb else {})}
                                      for (_, source, text), sb in zip(jdls, sandboxes)]}
+    if args.queues:
+        args.hard_requests = {**(args.hard_requests or {}), "qname": queue_request(args.queues)}
     if args.hard_requests:
         body["resource_requests"] = args.hard_requests
     if args.soft_requests:
@@ -96,9 +111,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     for key, value in (("reservation", args.ar), ("project", args.project), ("job_name", args.name)):
         if value is not None:
             body[key] = value
+    if args.strict:
+        body["strict"] = True
     result = client.post("/jobs", body)
+    # Stored, but no pilot will ever be sent for them: said at once rather than found out in a day.
+    for warning in result.get("warnings") or []:
+        print(f"wms submit: warning: {warning}", file=sys.stderr)
     if args.json:
-        output.as_json(result)
+        output.as_json({"job_ids": result["job_ids"]})
     else:
         for job_id in result["job_ids"]:
             print(job_id)
@@ -158,7 +178,8 @@ def cmd_pools(args: argparse.Namespace) -> int:
         return 0
     rows = client.get("/pools")
     if args.json:
-        output.as_json([row["SubmitPool"] for row in rows])
+        # INTERFACE.md: `wms pools --json` is the list of pool ids; --details gives each pool whole.
+        output.as_json(rows if args.details else [row["SubmitPool"] for row in rows])
         return 0
     for row in rows:
         row["Requirements"] = output.cell(row["Requirements"])
@@ -174,9 +195,11 @@ def cmd_match_queues(args: argparse.Namespace) -> int:
     else:
         source, text = read_jdl(args.target)
         result = client.post("/match-queues", {"source": source, "text": text})
+    # Like request-job: exit 3 when nothing matches, so that scripts can tell it from success and from errors.
+    status = 0 if result["eligible"] else EXIT_NO_MATCH
     if args.json:
         output.as_json(result["eligible"])
-        return 0
+        return status
     for name in result["eligible"]:
         print(name)
     if args.verbose:
@@ -186,7 +209,7 @@ def cmd_match_queues(args: argparse.Namespace) -> int:
             output.table(rows, ["Queue", "Reason"])
     elif not result["eligible"]:
         print("no queue can run this job (-v says why)", file=sys.stderr)
-    return 0
+    return status
 
 
 def cmd_task_queues(args: argparse.Namespace) -> int:
@@ -225,7 +248,7 @@ def cmd_request_job(args: argparse.Namespace) -> int:
     result = Client().post("/matcher/request-job", body)
     if not result["match"]:
         print(f"no match: {result['reason']}", file=sys.stderr)
-        return 3
+        return EXIT_NO_MATCH
     output.as_json(result["job"])
     return 0
 
@@ -436,6 +459,7 @@ def safe_url(url: str) -> str:
 # --------------------------------------------------------------- the parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wms", description="Workload management: submit and follow jobs.")
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, func: Callable[[argparse.Namespace], int], help: str, json: bool = True) -> argparse.ArgumentParser:
@@ -501,8 +525,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-hard", nargs=0, action=ModeAction, help="following -l requests are hard (default)")
     p.add_argument("-pe", nargs=2, metavar=("PE", "N"), help="parallel environment and slot count")
     p.add_argument("-ar", type=int, metavar="ID", help="run inside advance reservation ID")
+    p.add_argument("-q", dest="queues", action="append", metavar="wc_queue_list",
+                   help="run only in these queues: Site/CE/Queue, comma-separated, wildcards allowed (-l qname=)")
     p.add_argument("-P", dest="project", metavar="PRJ", help="project")
     p.add_argument("-N", dest="name", metavar="NAME", help="job name")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse the whole submission (exit 1, nothing stored) if no configured queue could ever "
+                        "run one of its jobs; without it, such jobs are stored with a warning")
     p.set_defaults(hard_requests=None, soft_requests=None, soft_mode=False)
 
     p = command("status", cmd_status, "state, minor status, site, queue and pool of jobs")
@@ -522,7 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--site")
     p.add_argument("--ce")
     p.add_argument("--queue")
-    p = command("match-queues", cmd_match_queues, "the queues that could run a job or a JDL file")
+    p.add_argument("--details", action="store_true",
+                   help="with --json: each pool as an object (VO, QueueCount, Jobs, Requirements), not only its id")
+    p = command("match-queues", cmd_match_queues, "the queues that could run a job or a JDL file (exit 3: none)")
     p.add_argument("target", metavar="ID|FILE.jdl")
     p.add_argument("-v", "--verbose", action="store_true", help="also say why each other queue cannot")
     command("task-queues", cmd_task_queues, "the task queues, their jobs and priorities")
@@ -597,19 +628,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = f"wms {args.command}"
-    try:
-        return args.func(args)
-    except UsageError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    except (ClientError, WmsError) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
-        print(f"{prog}: {unexpected_error(exc, getattr(args, 'database_url', None))}", file=sys.stderr)
-        return 1
+
+    def body() -> int:
+        try:
+            return args.func(args)
+        except UsageError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+        except (ClientError, WmsError) as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 1
+        except (BrokenPipeError, KeyboardInterrupt):
+            raise               # run_program ends these quietly
+        except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
+            print(f"{prog}: {unexpected_error(exc, getattr(args, 'database_url', None))}", file=sys.stderr)
+            return 1
+
+    return run_program(body)
 
 
 def unexpected_error(exc: Exception, database_url: str | None) -> str:

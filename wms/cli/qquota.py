@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
 from wms.cli.client import Client, ClientError, read_text_file
+from wms.cli.program import add_version, run_program
 from wms.core.errors import InvalidInput
 
 SCHEMA = Path(__file__).with_name("qquota.xsd")
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qquota", description="Show the usage of resource quotas.",
                                      allow_abbrev=False, add_help=False)
     parser.add_argument("-help", action="help", help="print this help")
+    add_version(parser)
     parser.add_argument("-h", dest="hosts", metavar="host_list", help="display only selected hosts")
     parser.add_argument("-l", dest="resources", metavar="resource_attributes", help="display only these resources")
     parser.add_argument("-u", dest="users", metavar="user_list", help="display only selected users (default: you)")
@@ -108,10 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rows = Client().get("/quotas", **{k: v for k, v in params.items() if v})
     except ClientError as exc:
-        print(exc if exc.status in (400, 404) else f"error: {exc}", file=sys.stderr)
+        # The server's refusals are Grid Engine's own messages; anything else says who failed.
+        print(exc if exc.status in (400, 404) else f"qquota: {exc}", file=sys.stderr)
         return 1
-    print(xml_report(rows) if args.xml else text_report(rows), end="")
-    return 0
+    return run_program(lambda: print(xml_report(rows) if args.xml else text_report(rows), end="") or 0)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from xml.etree import ElementTree
 
 from wms.cli.client import Client, ClientError, read_text_file
 from wms.cli.main import UsageError, parse_requests
+from wms.cli.program import add_version, run_program
 from wms.core.errors import InvalidInput
 from wms.core.reservations.timespec import parse_date_time
 
@@ -38,6 +39,7 @@ class Parser(argparse.ArgumentParser):
 def _parser(prog: str, description: str) -> Parser:
     parser = Parser(prog=prog, description=description, allow_abbrev=False)
     parser.add_argument("-help", action="help", help="print this help")
+    add_version(parser)
     return parser
 
 
@@ -67,16 +69,18 @@ def comma_list(values: Sequence[str] | None) -> list[str]:
 
 
 def run(prog: str, body: Callable[[], int]) -> int:
-    try:
-        return body()
-    except UsageError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    except ClientError as exc:
-        print(str(exc) if str(exc).startswith(("denied:", "error:")) else f"{prog}: {exc}", file=sys.stderr)
-        return EXIT_MAX_RESERVATIONS if exc.status == HTTP_TOO_MANY else 1
-    except KeyboardInterrupt:
-        return 130
+    def guarded() -> int:
+        try:
+            return body()
+        except UsageError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+        except ClientError as exc:
+            # "denied: ..." and "error: ..." are the specification's own messages, printed as they are.
+            print(str(exc) if str(exc).startswith(("denied:", "error:")) else f"{prog}: {exc}", file=sys.stderr)
+            return EXIT_MAX_RESERVATIONS if exc.status == HTTP_TOO_MANY else 1
+
+    return run_program(guarded)
 
 
 # ---------------------------------------------------------------- qrsub
@@ -333,15 +337,19 @@ def qrstat(argv: Sequence[str] | None = None) -> int:
 
 
 # ---------------------------------------------------------------- qrdel
+def qrdel_parser() -> Parser:
+    p = _parser("qrdel", "Delete advance reservations (their jobs first).")
+    p.add_argument("-f", action="store_true",
+                   help="force: release the resources at once, without waiting for the pilots to stop the jobs")
+    p.add_argument("-u", metavar="wc_user_list", action="append",
+                   help="only reservations of these users ($user, wildcards); alone: all of theirs")
+    p.add_argument("ar_list", nargs="*", help="AR ids or names (wildcards), separated by commas or blanks")
+    return p
+
+
 def qrdel(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
-        p = _parser("qrdel", "Delete advance reservations (their jobs first).")
-        p.add_argument("-f", action="store_true",
-                       help="force: release the resources at once, without waiting for the pilots to stop the jobs")
-        p.add_argument("-u", metavar="wc_user_list", action="append",
-                       help="only reservations of these users ($user, wildcards); alone: all of theirs")
-        p.add_argument("ar_list", nargs="*", help="AR ids or names (wildcards), separated by commas or blanks")
-        args = p.parse_args(argv)
+        args = qrdel_parser().parse_args(argv)
         if not args.ar_list and not args.u:
             raise UsageError("give advance reservation ids or names (wc_ar_list), or -u wc_user_list")
         result = Client().post("/reservations/delete", {"selectors": comma_list(args.ar_list), "force": args.f,
@@ -354,17 +362,21 @@ def qrdel(argv: Sequence[str] | None = None) -> int:
 
 
 # ---------------------------------------------------------------- qralter
+def qralter_parser() -> Parser:
+    p = _parser("qralter", "Change an advance reservation.")
+    p.add_argument("-N", metavar="name", help="new name")
+    p.add_argument("-u", metavar="wc_user", action="append", help="new access list: users and @user sets")
+    p.add_argument("-m", metavar="b|e|a|n", help="new mail options")
+    p.add_argument("-M", metavar="user[@host],...", action="append", help="new mail list")
+    p.add_argument("-e", metavar="date_time", help="new end time")
+    p.add_argument("-d", metavar="time", help="new duration")
+    p.add_argument("ar_id", type=int, help="the reservation to change")
+    return p
+
+
 def qralter(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
-        p = _parser("qralter", "Change an advance reservation.")
-        p.add_argument("-N", metavar="name")
-        p.add_argument("-u", metavar="wc_user", action="append")
-        p.add_argument("-m", metavar="b|e|a|n")
-        p.add_argument("-M", metavar="user[@host],...", action="append")
-        p.add_argument("-e", metavar="date_time", help="new end time")
-        p.add_argument("-d", metavar="time", help="new duration")
-        p.add_argument("ar_id", type=int)
-        args = p.parse_args(argv)
+        args = qralter_parser().parse_args(argv)
         change = {"name": args.N, "users": comma_list(args.u) if args.u else None, "mail_options": args.m,
                   "mail_list": comma_list(args.M) if args.M else None,
                   "end": date_time(args.e) if args.e else None, "duration": args.d}

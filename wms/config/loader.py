@@ -201,7 +201,9 @@ def load_config(
     env = os.environ if environ is None else environ
     root = Path(directory)
     if not root.exists():
-        raise ConfigError("configuration directory not found", where=str(root))
+        # Said in full: a command run outside the repository looks for ./config and should say where else to look.
+        raise ConfigError(f"configuration directory not found (looked in {root.absolute()}); give --config DIR "
+                          f"or set {ENV_CONFIG}", where=str(root))
     if not root.is_dir():
         raise ConfigError("not a directory", where=str(root))
 

@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
@@ -45,6 +46,9 @@ SUBMITTED, RUNNING, DONE, FAILED, ABORTED = "Submitted", "Running", "Done", "Fai
 DEFAULT_BACKEND = "local"
 # The variable that carries a pilot's token to it (pilot/client.py reads it).
 PILOT_TOKEN_ENV = "WMS_PILOT_TOKEN"
+# Seconds a local pilot has to end its jobs when `wms up` stops, before it is killed
+# (its jobs come back through their leases at the next start).
+LOCAL_STOP_GRACE = 5.0
 
 
 @dataclass(frozen=True)
@@ -182,15 +186,49 @@ class LocalBackend:
             return FAILED
         return DONE if code == "0" else FAILED
 
+    @classmethod
+    def stop_started(cls, grace: float) -> int:
+        """End every pilot this process started that still runs: SIGTERM to its
+        process group, SIGKILL to what is left after ``grace`` seconds. For
+        `wms up`, whose local pilots would otherwise go on asking a server that
+        is gone until their empty answers run out. Returns how many were running."""
+        with cls._lock:
+            running = [p for p in cls._children.values() if p.poll() is None]
+        for process in running:
+            _signal_group(process.pid, signal.SIGTERM)
+        # The shell wrapper dies at once; the pilot in its group may take its time: watch the group.
+        deadline = time.monotonic() + grace
+        left = [p.pid for p in running]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = [pid for pid in left if _signal_group(pid, 0)]
+        for pid in left:
+            _signal_group(pid, signal.SIGKILL)
+        for process in running:
+            process.wait()
+        return len(running)
+
     def kill(self, ref: str) -> None:
         parsed = self._parse(ref)
         if parsed is None or parsed[0] != self.host:
             raise InvalidInput(f"not a local pilot of this host: {ref!r}")
-        pid = parsed[1]
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
+        _signal_group(parsed[1], signal.SIGTERM)
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Send ``signum`` to a process group (0: only ask whether it has a process left); False if it has none."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # a process of someone else's: alive, and not ours to signal
+        return True
+    return True
+
+
+def stop_local_pilots(grace: float = LOCAL_STOP_GRACE) -> int:
+    """Stop the local pilots this process started (LocalBackend.stop_started)."""
+    return LocalBackend.stop_started(grace)
 
 
 def _alive(pid: int) -> bool:

@@ -109,8 +109,10 @@ def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
     rows = []
 
     def row(kind: str, name: str, scope: str, values: dict[str, Any]) -> dict[str, Any]:
-        consumables = {}
-        slots = "0/0/-"
+        # Numbers for programs ("Slots", "Usage"), the qstat -f cells for people ("resv/used/tot", "Consumables").
+        consumables: dict[str, str] = {}
+        usage_of: dict[str, dict[str, Any]] = {}
+        slots: dict[str, int] | None = None
         for key, raw in sorted(values.items()):
             cx = table.get(key)
             if cx is None or not cx.is_consumable:
@@ -121,18 +123,24 @@ def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
                 # Who uses the exclusive complex: an exclusive job, or how many others.
                 others = usage.get((scope, levels.jobs_resource(cx.name)), 0.0)
                 consumables[cx.name] = "exclusive" if used else f"{int(others)} jobs" if capacity else "not offered"
+                usage_of[cx.name] = {"exclusive": bool(used), "jobs": int(others), "offered": bool(capacity)}
             elif cx.name == "slots":
                 resv = reserved.get(scope, 0.0)
-                slots = f"{int(resv)}/{int(used - resv + inside.get(scope, 0.0))}/{int(capacity)}"
+                slots = {"reserved": int(resv), "used": int(used - resv + inside.get(scope, 0.0)),
+                         "total": int(capacity)}
             else:
                 consumables[cx.name] = f"{format_value(cx, used)}/{format_value(cx, capacity)}"
-        return {"Kind": kind, "Name": name, "resv/used/tot": slots, "Consumables": consumables}
+                usage_of[cx.name] = {"used": used, "total": capacity}
+        shown = f"{slots['reserved']}/{slots['used']}/{slots['total']}" if slots else "0/0/-"
+        return {"Kind": kind, "Name": name, "Slots": slots, "Usage": usage_of, "resv/used/tot": shown,
+                "Consumables": consumables}
 
     rows.append(row("global", "global", GLOBAL_SCOPE, dict(runtime.config.cluster.global_.complex_values)))
     resources = runtime.resources_for(None)
     for ref in resources.queues():
-        values = dict(resources.queue_parameter_map(ref).get("complex_values") or {})
-        rows.append(row("queue", ref.name, queue_scope(ref), values))
+        params = resources.queue_parameters(ref)
+        values = dict(params.get("complex_values") or {})
+        rows.append({**row("queue", ref.name, queue_scope(ref), values), "Parameters": params})
     for host in sorted(h for h in runtime.config.cluster.hosts if not h.startswith("@")):
         rows.append(row("host", host, host_scope(host), levels.host_configuration(runtime.config.cluster, host)))
     return rows

@@ -32,7 +32,7 @@ import math
 import os
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -40,6 +40,8 @@ from wms.core.errors import NotFound
 from wms.core.identity import Identity
 from wms.core.resources import ParameterMap, QueueRef
 from wms.core.match import framework
+from wms.core.match import reservations as reservation_rules
+from wms.core.match.context import MatchContext, TaskQueueView
 from wms.core.match.framework import LAYERS
 from wms.core.scheduling import parameter
 from wms.db.engine import reading
@@ -47,6 +49,7 @@ from wms.db import pilots as pilots_db
 from wms.db import pools as pools_db
 from wms.db import tokens as tokens_db
 from wms.services.backends import BACKEND_TYPES
+from wms.services import reservations as reservations_service
 from wms.services.computing_elements import PilotArgs, PilotLauncher
 from wms.services.matcher import queue_context, static_verdicts, task_queue_views
 from wms.services.retry import run_in_transaction
@@ -106,10 +109,20 @@ def make_launcher(
 
 # ---------------------------------------------------------------- reading
 def list_pilots(runtime: Runtime) -> list[dict[str, Any]]:
-    """Every pilot, oldest first, as `wms pilots` shows them."""
+    """Every pilot, oldest first, as `wms pilots` shows them. The jobs an
+    active pilot has taken are counted now, not at the SiteDirector's last
+    look; a pilot still recorded Submitted that has taken one runs."""
     with reading(runtime.engine) as conn:
         rows = pilots_db.list_pilots(conn)
-    return [pilot_view(row) for row in rows]
+        live = pilots_db.jobs_run(conn, [r["pilot_id"] for r in rows if r["state"] in pilots_db.ACTIVE_STATES])
+    views = []
+    for row in rows:
+        if row["pilot_id"] in live:
+            jobs_run = live[row["pilot_id"]]
+            state = pilots_db.RUNNING if row["state"] == pilots_db.SUBMITTED and jobs_run else row["state"]
+            row = {**row, "jobs_run": jobs_run, "state": state}
+        views.append(pilot_view(row))
+    return views
 
 
 def pilot_output(runtime: Runtime, pilot_id: str) -> str:
@@ -202,7 +215,8 @@ def refresh_pilots(runtime: Runtime, launcher: PilotLauncher, now: datetime) -> 
 
 
 # ---------------------------------------------------------------- 2. work per queue
-def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None = None) -> dict[str, dict[str, Any]]:
+def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None = None,
+                           now: datetime | None = None) -> dict[str, dict[str, Any]]:
     """For each queue (default: every configured one) by full name: its
     ``pools`` (getSubmitPoolsForQueue) and the ``waiting`` jobs it could run.
 
@@ -211,7 +225,9 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
     (or it has none), the scheduling rules (Site, BannedSite, Platform,
     CPUTime, Tags, NumberOfProcessors) and a Requirements expression allow
     the queue, and the global and queue levels could ever offer what it
-    requests. Pilots are not sent for jobs the queue can never run.
+    requests. Pilots are not sent for jobs the queue can never run, nor for
+    jobs of an advance reservation that is not running at ``now`` (default:
+    the current time) or holds nothing in the queue.
 
     ``eligible`` counts every job the queue could run; ``waiting`` shares
     each job among the queues that could run it (a job eligible on four
@@ -229,13 +245,21 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
         for ref in refs:
             out[ref.name] = {"pools": pools_db.get_pools_for_queue(conn, ref.site, ref.ce, ref.queue), "waiting": 0}
     static = static_verdicts(runtime)
+    snapshot = reservations_service.snapshot(runtime, now or datetime.now(timezone.utc))
+
+    def sends_pilots(ctx: MatchContext, tq: TaskQueueView) -> bool:
+        ar_id = tq.definition.get("reservation")
+        if ar_id is not None and reservation_rules.queue_denial(snapshot, ar_id, ctx.request.ref.name) is not None:
+            return False
+        return framework.evaluate(LAYERS, ctx, tq, static_only=True, cache=static).allowed
+
     eligible_on: dict[int, list[str]] = {}
     for ref in refs:
         entry = out[ref.name]
         entry["eligible"] = 0
         ctx = queue_context(runtime, ref, tuple(entry["pools"]))
         for tq_id, _, _, count in waiting:
-            if tq_id in views and framework.evaluate(LAYERS, ctx, views[tq_id], static_only=True, cache=static).allowed:
+            if tq_id in views and sends_pilots(ctx, views[tq_id]):
                 entry["eligible"] += count
                 eligible_on.setdefault(tq_id, []).append(ref.name)
     shares: dict[str, float] = {}

@@ -19,6 +19,7 @@ from wms.db import jobs as jobs_db
 from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
 from wms.services import access
+from wms.services import feasibility
 from wms.services import jobs as jobs_service
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -85,6 +86,12 @@ def explain_job(runtime: Runtime, job: Job) -> dict[str, Any]:
         if reason is None:
             reason = scheduling.rejection(request, ref, params)
         rejected[ref.name] = reason or "not eligible"
+    # What the scheduling rules allow, the match framework's static phase may still deny (a -l request
+    # no level could ever offer, -q): the same judgement as `wms submit`'s warning and the SiteDirector's.
+    for name, reason in feasibility.static_judgement(runtime, job).items():
+        if name in eligible and reason is not None:
+            eligible.discard(name)
+            rejected[name] = reason
     return {"eligible": sorted(eligible), "rejected": rejected}
 
 

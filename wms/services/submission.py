@@ -24,6 +24,7 @@ from wms.core.states import JobStatus
 from wms.db import jobs as jobs_db
 from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
+from wms.services.feasibility import flag_unrunnable
 from wms.services.matcher import forget_waiting_task_queues
 from wms.services.retry import run_in_transaction
 from wms.services import reservations as reservations_service
@@ -125,6 +126,14 @@ def site_summary(job: Job) -> str:
     return "Multiple" if sites else "ANY"
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """The new jobs' ids in order, and a line per source whose jobs no configured queue could ever run."""
+
+    job_ids: list[int]
+    warnings: list[str]
+
+
 def submit_jobs(
     runtime: Runtime,
     identity: Identity,
@@ -133,7 +142,22 @@ def submit_jobs(
     now: datetime,
     input_sandboxes: Sequence[Mapping[str, str]] = (),
 ) -> list[int]:
-    """Submit every job of ``sources`` (name, JDL text); returns their ids in order.
+    """Submit every job of ``sources`` (name, JDL text); returns their ids in order."""
+    return submit(runtime, identity, sources, options, now, input_sandboxes=input_sandboxes).job_ids
+
+
+def submit(
+    runtime: Runtime,
+    identity: Identity,
+    sources: list[tuple[str, str]],
+    options: SubmitOptions,
+    now: datetime,
+    *,
+    input_sandboxes: Sequence[Mapping[str, str]] = (),
+    strict: bool = False,
+) -> Submitted:
+    """Submit every job of ``sources``; with ``strict``, refuse them all (nothing stored) when
+    no configured queue could ever run one of them (services/feasibility.py).
 
     ``input_sandboxes``: for each source, ``{InputSandbox entry: sha256}`` of
     the files uploaded for it (services/sandboxes.py)."""
@@ -144,6 +168,10 @@ def submit_jobs(
     env = runtime.chain_env(now)
     jobs = run_chain(runtime, env, identity, parsed)
     check_reservations(runtime, env, identity, jobs, now)
+    warnings = flag_unrunnable(runtime, jobs)
+    if strict and warnings:
+        raise InvalidInput(f"refused (--strict), nothing submitted: {warnings[0]}"
+                           + (f"; and {len(warnings) - 1} more" if len(warnings) > 1 else ""))
 
     task_queues = {}
     for job in jobs:
@@ -193,7 +221,7 @@ def submit_jobs(
     ids = run_in_transaction(runtime.engine, store)
     # New task queues may have appeared: this process's Matcher looks again.
     forget_waiting_task_queues(runtime)
-    return ids
+    return Submitted(ids, warnings)
 
 
 def check_reservations(runtime: Runtime, env: ChainEnv, identity: Identity, jobs: list[Job], now: datetime) -> None:

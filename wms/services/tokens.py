@@ -267,6 +267,9 @@ def renew_pilot_token(engine: Engine, identity: Identity, now: datetime, lifetim
             pilot = pilots_db.get_pilot(conn, row["pilot_id"])
             if pilot is not None and pilot["state"] not in pilots_db.ACTIVE_STATES:
                 raise Forbidden(f"pilot {row['pilot_id']} has ended ({pilot['state']}): its token is not renewed")
+            if pilot is not None and pilot["state"] == pilots_db.SUBMITTED:
+                # A pilot renews first thing when it starts: it runs now, whenever the SiteDirector next looks.
+                pilots_db.set_state(conn, row["pilot_id"], pilots_db.RUNNING, now)
         expires = row["expires"]
         if expires is not None:
             expires = max(expires, now + lifetime)

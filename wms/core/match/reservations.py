@@ -98,24 +98,37 @@ class ReservationLayer(BaseLayer):
             if holding:
                 return not_now(LAYER, REASON_NO_RUNTIME_LIMIT, ids=", ".join(map(str, holding)))
             return ALLOW
+        denial = queue_denial(snap, ar_id, ctx.request.ref.name)
+        if denial is not None:
+            return denial
         view = snap.get(ar_id) if snap is not None else None
-        if view is None:
-            return not_now(LAYER, REASON_UNKNOWN, ar_id=ar_id)
-        if not usable(view.state, view.hard_error):
-            if view.state == "E":
-                return not_now(LAYER, REASON_HARD_ERROR, ar_id=ar_id)
-            return not_now(LAYER, REASON_NOT_RUNNING, ar_id=ar_id, state=view.state,
-                           start=view.start.strftime("%m/%d/%Y %H:%M:%S"))
-        here = [b for b in view.bookings if b[3] == ctx.request.ref.name]
-        if not here:
-            return not_now(LAYER, REASON_OTHER_QUEUE, ar_id=ar_id)
-        hosts = {b[4] for b in here}
+        assert view is not None
+        hosts = {b[4] for b in view.bookings if b[3] == ctx.request.ref.name}
         if None not in hosts and ctx.request.host not in hosts:
             return not_now(LAYER, REASON_OTHER_HOST, ar_id=ar_id, host=ctx.request.host)
         return ALLOW
 
     def adjust(self, ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:
         return adjust_debits(ctx, tq, debits)
+
+
+def queue_denial(snap: Snapshot | None, ar_id: int, queue: str) -> Verdict | None:
+    """Why no job of reservation ``ar_id`` may go to ``queue`` now, whatever the host (None: it may).
+
+    The Matcher asks it for every pilot of the queue; the SiteDirector asks
+    it before sending one, so no pilot goes out for a reservation that has
+    not started or that holds nothing in the queue."""
+    view = snap.get(ar_id) if snap is not None else None
+    if view is None:
+        return not_now(LAYER, REASON_UNKNOWN, ar_id=ar_id)
+    if not usable(view.state, view.hard_error):
+        if view.state == "E":
+            return not_now(LAYER, REASON_HARD_ERROR, ar_id=ar_id)
+        return not_now(LAYER, REASON_NOT_RUNNING, ar_id=ar_id, state=view.state,
+                       start=view.start.strftime("%m/%d/%Y %H:%M:%S"))
+    if not any(b[3] == queue for b in view.bookings):
+        return not_now(LAYER, REASON_OTHER_QUEUE, ar_id=ar_id)
+    return None
 
 
 def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:

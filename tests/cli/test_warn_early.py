@@ -1,0 +1,66 @@
+"""Warn early: `wms submit` says at once when no configured queue could
+ever run a job (and `--strict` refuses the whole submission), `wms
+match-queues` exits 3 when no queue fits, `wms submit -q` confines a job
+to queues."""
+
+from __future__ import annotations
+
+from tests.helpers import EXAMPLES
+
+UNRUNNABLE = str(EXAMPLES / "unrunnable.jdl")
+HELLO = str(EXAMPLES / "hello.jdl")
+LONG = "LCG.CERN.ch/ce01.cern.ch/long"
+
+
+def test_an_unrunnable_job_is_stored_with_a_warning(server, tokens):
+    result = server("submit", UNRUNNABLE, token=tokens["roland"])
+    assert result.returncode == 0
+    [job_id] = result.stdout.split()
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"wms submit: warning: {UNRUNNABLE}: no configured queue could ever run this job (")
+    assert "AppVersion9" in line
+    [status] = server.json("status", job_id, token=tokens["roland"])
+    assert status["MinorStatus"].startswith("No eligible queue")
+
+
+def test_a_runnable_job_gets_no_warning(server, tokens):
+    result = server("submit", HELLO, "--strict", token=tokens["roland"])
+    assert result.returncode == 0 and result.stderr == ""
+
+
+def test_strict_refuses_the_whole_submission_and_stores_nothing(server, tokens):
+    before = server.json("jobs", token=tokens["andre"])
+    result = server("submit", "--strict", HELLO, UNRUNNABLE, token=tokens["andre"])
+    assert result.returncode == 1 and result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"wms submit: refused (--strict), nothing submitted: {UNRUNNABLE}: no configured queue")
+    assert server.json("jobs", token=tokens["andre"]) == before
+
+
+def test_a_request_no_level_could_ever_offer_is_warned_about(server, tokens):
+    # compiler_lic: 20 in the whole cluster (config/cluster.yaml).
+    result = server("submit", HELLO, "-l", "compiler_lic=50", token=tokens["roland"])
+    assert result.returncode == 0
+    assert "compiler_lic: 50 needed, only 20 in total" in result.stderr
+    [job_id] = result.stdout.split()
+    matched = server("match-queues", job_id, "--json", token=tokens["roland"])
+    assert matched.returncode == 3 and matched.stdout.strip() == "[]"
+
+
+def test_match_queues_exits_3_when_no_queue_fits(server, tokens):
+    result = server("match-queues", UNRUNNABLE, "-v", token=tokens["roland"])
+    assert result.returncode == 3
+    assert "AppVersion9" in result.stdout          # -v: the reason for each queue
+    assert server("match-queues", HELLO, token=tokens["roland"]).returncode == 0
+
+
+def test_submit_q_confines_a_job_to_queues(server, tokens):
+    [job_id] = server.ok("submit", HELLO, "-q", LONG, token=tokens["roland"]).split()
+    assert server.json("match-queues", job_id, token=tokens["roland"]) == [LONG]
+    assert 'qname = "LCG.CERN.ch/ce01.cern.ch/long"' in server.ok("jdl", job_id, token=tokens["roland"])
+    both = server.ok("submit", HELLO, "-q", f"{LONG},LCG.CERN.ch/ce01.cern.ch/short", token=tokens["roland"])
+    assert server.json("match-queues", both.strip(), token=tokens["roland"]) == [
+        LONG, "LCG.CERN.ch/ce01.cern.ch/short"]
+    nowhere = server("submit", HELLO, "-q", "Nowhere/*", "--strict", token=tokens["roland"])
+    assert nowhere.returncode == 1 and "qname=Nowhere/*" in nowhere.stderr
+    assert server("submit", HELLO, "-q", ",", token=tokens["roland"]).returncode == 2

@@ -1,0 +1,97 @@
+"""Warn early: could any configured queue ever run a job?
+
+A job is unrunnable when the static phase of the match framework
+(core/match/framework.py: pools, scheduling rules, Requirements, and
+whether the global and queue levels could ever offer its requests) denies
+it on every queue of its VO. That phase is what the Matcher caches as
+NEVER and what the SiteDirector asks before it sends pilots, so `wms
+submit` warns (or, with ``--strict``, refuses) on exactly the jobs no
+pilot would ever be sent for. Nothing here depends on usage, quotas or
+time: a job that waits for a free slot, a quota or a reservation is not
+unrunnable.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Sequence
+
+from wms.core import pools as pool_rules
+from wms.core import scheduling
+from wms.core.match import framework, levels
+from wms.core.match.pools import LAYER as POOLS_LAYER
+from wms.core.match.framework import LAYERS
+from wms.core.optimizers import Job
+from wms.services.matcher import queue_context
+from wms.services.runtime import Runtime
+
+WARNING = "{source}: no configured queue could ever run this job ({reasons})"
+# Reasons shown in one warning; the rest are counted (a reason naming its queue differs for each).
+SHOWN_REASONS = 3
+
+
+def static_judgement(runtime: Runtime, job: Job) -> dict[str, str | None]:
+    """The static phase's answer on every queue of the job's VO, by full name:
+    None where it allows the job, else why not.
+
+    A queue left out of the job's SubmitPool is denied by the pools layer;
+    its reason is then the pool's own (which requirement the queue lacks),
+    as `wms match-queues -v` gives it."""
+    if job.task_queue is None:
+        return {}
+    tq = levels.task_queue_view({**job.task_queue, "tq_id": 0}, runtime.complexes)
+    resources = runtime.resources_for(job.vo)
+    out: dict[str, str | None] = {}
+    for ref in resources.queues():
+        # The pools a pilot of this queue would serve, as far as this job's pool is concerned.
+        pools = None if job.pool is None else (
+            (job.pool.pool_id,) if ref in job.pool.queues else ())
+        verdict = framework.static_verdict(LAYERS, queue_context(runtime, ref, pools), tq)
+        if verdict.allowed:
+            out[ref.name] = None
+            continue
+        cause = None
+        if verdict.layer == POOLS_LAYER and job.pool is not None:
+            cause = pool_rules.queue_rejection(job.pool.requirements, resources.queue_parameters(ref),
+                                               runtime.config.parameter_types)
+        out[ref.name] = cause or verdict.reason
+    return out
+
+
+def never_runnable(runtime: Runtime, job: Job) -> Counter[str] | None:
+    """None if some queue of the job's VO could run it; else why not: each reason with its number of queues."""
+    if job.task_queue is None:
+        return None
+    judged = static_judgement(runtime, job)
+    if any(reason is None for reason in judged.values()):
+        return None
+    if not judged:
+        return Counter({"no queue is configured for its VO": 0})
+    return Counter(reason for reason in judged.values() if reason is not None)
+
+
+def summary(reasons: Counter[str], shown: int) -> str:
+    """``reason (queues), ...`` for the first ``shown`` reasons, the others counted."""
+    ordered = sorted(reasons.items())
+    text = ", ".join(f"{reason} ({count})" if count else reason for reason, count in ordered[:shown])
+    more = len(ordered) - shown
+    return text + (f", and {more} other reason{'s' if more > 1 else ''}" if more > 0 else "")
+
+
+def flag_unrunnable(runtime: Runtime, jobs: Sequence[Job]) -> list[str]:
+    """Mark the jobs no configured queue could ever run (their MinorStatus says why, as the
+    JobScheduling optimizer's does) and return one warning per source and task queue."""
+    judged: dict[Any, Counter[str] | None] = {}
+    warnings: dict[tuple[str, Any], str] = {}
+    for job in jobs:
+        key = job.task_queue["tq_key"] if job.task_queue else None
+        if key not in judged:
+            judged[key] = never_runnable(runtime, job)
+        reasons = judged[key]
+        if reasons is None:
+            continue
+        if not job.minor_status.startswith(scheduling.NO_QUEUE):     # JobScheduling's own count stands
+            job.minor_status = f"{scheduling.NO_QUEUE}: {summary(reasons, 1)}"
+        warnings.setdefault((job.source, key), WARNING.format(source=job.source,
+                                                              reasons=summary(reasons, SHOWN_REASONS)))
+    return list(warnings.values())
