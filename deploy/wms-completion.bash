@@ -2,9 +2,9 @@
 # Use: source deploy/wms-completion.bash (zsh: autoload -U bashcompinit && bashcompinit first)
 declare -gA _wms_words=(
   ["wms"]="up server agents db admin submit status jobs kill logging-info jdl pools match-queues task-queues why output pilots queues accounting request-job bench -h --help --version"
-  ["wms up"]="-h --help --config --bind"
-  ["wms server"]="-h --help --config --bind --workers"
-  ["wms agents"]="-h --help --config --bind"
+  ["wms up"]="-h --help --config --bind --log-level"
+  ["wms server"]="-h --help --config --bind --log-level --workers"
+  ["wms agents"]="-h --help --config --bind --log-level"
   ["wms db"]="upgrade -h --help"
   ["wms db upgrade"]="-h --help --config"
   ["wms admin"]="token -h --help"
@@ -22,7 +22,7 @@ declare -gA _wms_words=(
   ["wms match-queues"]="-h --help --json -v --verbose"
   ["wms task-queues"]="-h --help --json"
   ["wms why"]="-h --help --json"
-  ["wms output"]="-h --help --json"
+  ["wms output"]="-h --help --json --dir"
   ["wms pilots"]="-h --help --json --output"
   ["wms queues"]="-h --help --json"
   ["wms accounting"]="-h --help --json --reservations"
