@@ -13,12 +13,15 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException
 
 from wms import __version__
 from wms.api import (
     routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
 )
 from wms.api.deps import public
+from wms.api import openapi
+from wms.api.responses import Health
 from wms.api.guard import InputGuard, error_response, one_line
 from wms.core.errors import Unavailable, WmsError
 from wms.db.engine import is_statement_timeout
@@ -26,9 +29,18 @@ from wms.services.runtime import Runtime
 
 API_PREFIX = "/api/v1"
 
+API_DESCRIPTION = """Jobs, task queues and pilots (DIRAC) under Grid Engine's resource policy.
+
+Every call but `/health` carries a bearer token (`Authorization: Bearer ...`; the
+Authorize button here takes one): make one with `wms admin token create`. Every
+error answers `{"detail": "one line: what, where, why"}` with a 4xx status for
+anything the caller sent; 422 adds `errors`, one entry per wrong field.
+"""
+
 
 def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) -> FastAPI:
-    app = FastAPI(title="WMS", version=__version__, docs_url="/docs", openapi_url="/openapi.json")
+    app = FastAPI(title="WMS", version=__version__, docs_url="/docs", openapi_url="/openapi.json",
+                  description=API_DESCRIPTION)
     app.state.runtime = runtime
     app.state.clock = clock
 
@@ -46,17 +58,26 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
         return error_response(Unavailable(f"the database took longer than {timeout:g} s "
                                           "(limits.statement_timeout); nothing was changed"))
 
+    @app.exception_handler(HTTPException)
+    def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        """Starlette's own refusals (no such path, method not allowed) in the one shape, saying what to do."""
+        path = one_line(request.url.path)
+        detail = {404: f"no such path: {path} (the API is under {API_PREFIX}; /docs lists every route)",
+                  405: f"method {request.method} is not allowed on {path} (/docs lists what is)"}
+        return JSONResponse({"detail": detail.get(exc.status_code, one_line(str(exc.detail)))},
+                            status_code=exc.status_code, headers=exc.headers)
+
     @app.exception_handler(RequestValidationError)
     def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
         # Only where and what: "ctx" may hold the validator's exception object
         # and "input" bytes, which JSON cannot carry, or a whole JDL.
         errors = [{"type": e.get("type"), "loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg"))}
                   for e in exc.errors()]
         return JSONResponse({"detail": one_line(f"{where}: {first.get('msg')}"), "errors": errors}, status_code=422)
 
-    @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)])
+    @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)], **openapi.answers(Health))
     def health() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
 
@@ -67,4 +88,5 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.include_router(routes_pilots.router, prefix=API_PREFIX)
     app.include_router(routes_reservations.router, prefix=API_PREFIX)
     app.include_router(routes_quotas.router, prefix=API_PREFIX)
+    openapi.install(app)
     return app

@@ -50,6 +50,9 @@ log = logging.getLogger("wms.api")
 #: room to spare should a pre-scan miss a case.
 REQUEST_THREAD_STACK = 64 * 1024 * 1024
 
+#: What a 503 (the database ran out of time) asks the caller to wait.
+RETRY_AFTER_SECONDS = 5
+
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # JSON escapes of NUL and of surrogates, and raw UTF-8-encoded surrogates
 # (json.loads reads bytes with "surrogatepass")
@@ -70,6 +73,8 @@ def one_line(text: str) -> str:
 def error_response(exc: WmsError) -> JSONResponse:
     """The API's one error shape: ``{"detail": "one line"}`` with the error's status."""
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    if exc.status == 503:
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
     return JSONResponse({"detail": one_line(str(exc))}, status_code=int(exc.status), headers=headers)
 
 
