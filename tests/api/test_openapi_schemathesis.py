@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -28,13 +29,16 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
+from sqlalchemy import Engine
 
 from tests.conftest import fuzz_examples
 from tests.helpers import CONFIG_DIR, REPO, patience
 from tests.servers import ServerHandle, running_server
 from wms.db import pilots as pilots_db
+from wms.core.identity import Identity
 from wms.db.engine import make_engine
 from wms.services.retry import run_in_transaction
+from wms.services.tokens import create_token
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -83,6 +87,16 @@ def strict(document: dict[str, Any]) -> dict[str, Any]:
         if schema.get("additionalProperties") is True and "properties" in schema:
             schema["additionalProperties"] = False
     return closed
+
+
+@contextmanager
+def database(server: ServerHandle) -> Iterator[Engine]:
+    """An engine on the server's database."""
+    engine = make_engine(server.env["WMS_DATABASE_URL"])
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def take_tour(server: ServerHandle, tokens: dict[str, str]) -> list[tuple[str, str, httpx.Response]]:
@@ -142,14 +156,10 @@ def take_tour(server: ServerHandle, tokens: dict[str, str]) -> list[tuple[str, s
     assert no_match["match"] is False, no_match
 
     # a pilot as the SiteDirector records it
-    engine = make_engine(server.env["WMS_DATABASE_URL"])
-    try:
-        now = datetime.now(timezone.utc)
+    with database(server) as engine:
         run_in_transaction(engine, lambda conn: pilots_db.add_pilots(conn, [{
             "pilot_id": "sd-tour", "site": "LCG.CERN.ch", "ce": "ce01.cern.ch", "queue": "long", "backend": "local",
-            "state": "Submitted", "submitted": now}]))
-    finally:
-        engine.dispose()
+            "state": "Submitted", "submitted": datetime.now(timezone.utc)}]))
     call("manager", "GET", "/pilots")
     (server.tmp / "pilot-logs" / "sd-tour.log").write_text("pilot sd-tour: started\n")
     call("manager", "GET", "/pilots/{pilot_id}/output", "/pilots/sd-tour/output")
@@ -194,9 +204,11 @@ def api(request, tmp_path_factory, database_factory) -> Iterator[Api]:
     # the server's pilot logs in the test's directory (the route reads them from there)
     wms_yaml.write_text(text.replace("pilot_log_dir: var/pilots", f"pilot_log_dir: {tmp / 'server' / 'pilot-logs'}"))
     (tmp / "server" / "pilot-logs").mkdir(parents=True)
-    with running_server(tmp / "server", config_dir=config, tokens=ROLES,
-                        database_url=database_factory(backend)) as server:
-        tokens = dict(server.issued)
+    with running_server(tmp / "server", config_dir=config, database_url=database_factory(backend)) as server:
+        # made in this process: five `wms admin token create` would cost more than the rest of the set-up
+        with database(server) as engine:
+            tokens = {role: create_token(engine, Identity(*spec), datetime.now(timezone.utc))
+                      for role, spec in ROLES.items()}
         document = httpx.get(server.url + "/openapi.json", timeout=patience(30)).json()
         yield Api(backend, server, tokens, document, take_tour(server, tokens))
 
