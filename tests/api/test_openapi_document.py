@@ -114,6 +114,15 @@ def test_a_request_without_a_body_names_the_body(as_user):
     assert response.json()["errors"] == [{"type": "missing", "loc": ["body"], "msg": "Field required"}]
 
 
+def test_a_body_that_is_not_json_says_so_and_where(client, tokens):
+    # was "1: JSON decode error": pydantic's location is a character offset
+    response = client.post("/api/v1/jobs", content=b"{not json",
+                           headers={"Authorization": f"Bearer {tokens['roland']}", "Content-Type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["detail"] == ("body: not valid JSON at character 1: "
+                                         "Expecting property name enclosed in double quotes")
+
+
 def test_an_unknown_path_says_where_the_api_is(app):
     response = TestClient(app).get("/api/v2/jobs")
     assert response.status_code == 404

@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,8 +31,8 @@ import schemathesis
 from sqlalchemy import Engine
 
 from tests.conftest import fuzz_examples
-from tests.helpers import CONFIG_DIR, REPO, patience
-from tests.servers import ServerHandle, running_server
+from tests.helpers import REPO, patience
+from tests.servers import ServerHandle, edited_config, running_server
 from wms.db import pilots as pilots_db
 from wms.core.identity import Identity
 from wms.db.engine import make_engine
@@ -196,13 +195,8 @@ def take_tour(server: ServerHandle, tokens: dict[str, str]) -> list[tuple[str, s
 def api(request, tmp_path_factory, database_factory) -> Iterator[Api]:
     backend = request.param
     tmp = tmp_path_factory.mktemp(f"openapi-{backend}")
-    config = tmp / "config"
-    shutil.copytree(CONFIG_DIR, config)
-    wms_yaml = config / "wms.yaml"
-    text = wms_yaml.read_text()
-    assert "pilot_log_dir: var/pilots" in text
     # the server's pilot logs in the test's directory (the route reads them from there)
-    wms_yaml.write_text(text.replace("pilot_log_dir: var/pilots", f"pilot_log_dir: {tmp / 'server' / 'pilot-logs'}"))
+    config = edited_config(tmp / "config", {"pilot_log_dir: var/pilots": f"pilot_log_dir: {tmp / 'server' / 'pilot-logs'}"})
     (tmp / "server" / "pilot-logs").mkdir(parents=True)
     with running_server(tmp / "server", config_dir=config, database_url=database_factory(backend)) as server:
         # made in this process: five `wms admin token create` would cost more than the rest of the set-up

@@ -38,6 +38,19 @@ anything the caller sent; 422 adds `errors`, one entry per wrong field.
 """
 
 
+def validation_detail(error: dict) -> str:
+    """The one line of a 422: where (``jdls.0.text``, ``query.limit``; ``body``
+    for the body as a whole) and what pydantic found wrong there."""
+    loc = [str(p) for p in error.get("loc", ())]
+    if error.get("type") == "json_invalid":
+        # pydantic's location is then the character offset in the body
+        reason = (error.get("ctx") or {}).get("error", "")
+        at = f" at character {loc[-1]}" if len(loc) > 1 else ""
+        return one_line(f"body: not valid JSON{at}" + (f": {reason}" if reason else ""))
+    where = ".".join(p for p in loc if p != "body") or "body"
+    return one_line(f"{where}: {error.get('msg')}")
+
+
 def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) -> FastAPI:
     app = FastAPI(title="WMS", version=__version__, docs_url="/docs", openapi_url="/openapi.json",
                   description=API_DESCRIPTION)
@@ -69,13 +82,11 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
 
     @app.exception_handler(RequestValidationError)
     def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
         # Only where and what: "ctx" may hold the validator's exception object
         # and "input" bytes, which JSON cannot carry, or a whole JDL.
         errors = [{"type": e.get("type"), "loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg"))}
                   for e in exc.errors()]
-        return JSONResponse({"detail": one_line(f"{where}: {first.get('msg')}"), "errors": errors}, status_code=422)
+        return JSONResponse({"detail": validation_detail(exc.errors()[0]), "errors": errors}, status_code=422)
 
     @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)], **openapi.answers(Health))
     def health() -> dict[str, str]:
