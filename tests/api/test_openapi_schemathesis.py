@@ -39,7 +39,6 @@ from wms.db.engine import make_engine
 from wms.services.retry import run_in_transaction
 from wms.services.tokens import create_token
 
-pytestmark = pytest.mark.timeout(600)
 
 BACKENDS = ("sqlite", "postgresql")
 ROLES = {
@@ -51,9 +50,11 @@ ROLES = {
     "tour-pilot": ("pilot", "lhcb_pilot", "lhcb", "pilot"),
 }
 EXAMPLES = fuzz_examples(5)
+FUZZ = os.environ.get("WMS_HYPOTHESIS_PROFILE") == "fuzz"
+RUN_SECONDS = 3600 if FUZZ else 300     # one schemathesis run, before patience
+pytestmark = pytest.mark.timeout(RUN_SECONDS * 2)
 # A fixed seed in the suite (a failure is replayed by the same run); `make fuzz` a new one.
-SEED = os.environ.get("WMS_SCHEMATHESIS_SEED") or ("" if os.environ.get("WMS_HYPOTHESIS_PROFILE") == "fuzz"
-                                                  else "20261125")
+SEED = os.environ.get("WMS_SCHEMATHESIS_SEED") or ("" if FUZZ else "20261125")
 CHECKS = ",".join([
     "not_a_server_error", "status_code_conformance", "content_type_conformance", "response_headers_conformance",
     "response_schema_conformance", "negative_data_rejection", "ignored_auth", "missing_required_header",
@@ -65,7 +66,7 @@ def phases(role: str) -> str:
     """The coverage phase (boundary values of every parameter, about 1,300 requests) for the
     manager, whom every route admits; the other roles fuzz only, to keep the suite fast.
     `make fuzz` runs every phase for every role."""
-    if role == "manager" or os.environ.get("WMS_HYPOTHESIS_PROFILE") == "fuzz":
+    if role == "manager" or FUZZ:
         return "examples,coverage,fuzzing"
     return "examples,fuzzing"
 
@@ -238,11 +239,13 @@ def test_generated_requests_get_no_server_error_and_documented_answers(api, role
         "--phases", phases(role), "--no-color", "--request-timeout", str(patience(30)),
         "--report", "junit", "--report-junit-path", str(tmp_path / "junit.xml"),
     ] + (["--seed", SEED] if SEED else [])
-    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=patience(300))
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=patience(RUN_SECONDS))
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"schemathesis as {role} on {api.backend}:\n{output[-20000:]}\n" + \
         api.server.log.read_text()[-5000:]
     cases = re.search(r"(\d+) generated", output)
     assert cases is not None and int(cases.group(1)) > 0, output[-3000:]
     operations = re.search(r"Tested: (\d+)", output)
-    print(f"{api.backend} {role}: {cases.group(0)}, {operations.group(1) if operations else '?'} operations")
+    seed = re.search(r"Seed: (\d+)", output)
+    print(f"{api.backend} {role}: {cases.group(0)}, {operations.group(1) if operations else '?'} operations, "
+          f"seed {seed.group(1) if seed else '?'}")
