@@ -108,6 +108,21 @@ def error_answer(code: int) -> dict[str, Any]:
     return answer
 
 
+def without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's schema without pydantic's ``anyOf [X, null]`` for an optional
+    one: a path or query string cannot carry null, the parameter is left out.
+    Documented as null-able, a generator takes ``?user=false`` for a
+    schema-violating value, while the server reads the string "false"."""
+    branches = schema.get("anyOf")
+    if not isinstance(branches, list):
+        return schema
+    kept = [b for b in branches if b != {"type": "null"}]
+    if len(kept) != 1 or len(kept) == len(branches):
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**kept[0], **rest}
+
+
 def build_document(app: FastAPI) -> dict[str, Any]:
     """The OpenAPI document of ``app``, completed as the module docstring says."""
     document = get_openapi(title=app.title, version=app.version, description=app.description,
@@ -123,6 +138,8 @@ def build_document(app: FastAPI) -> dict[str, Any]:
         codes = implied_errors(route) | {int(c) for c in route.responses if str(c).isdigit() and int(c) >= 400}
         for method in route.methods or ():
             operation = document["paths"][route.path_format][method.lower()]
+            for parameter in operation.get("parameters", []):
+                parameter["schema"] = without_null(parameter["schema"])
             responses = operation.setdefault("responses", {})
             for code in sorted(codes):
                 responses[str(code)] = error_answer(code)
