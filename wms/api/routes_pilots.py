@@ -28,7 +28,7 @@ def list_pilots(runtime: RuntimeDep, caller: Admin) -> list[dict[str, Any]]:
     return pilots_service.list_pilots(runtime)
 
 
-@router.post("/pilots/token/renew", **answers(r.RenewedToken, 409))
+@router.post("/pilots/token/renew", **answers(r.RenewedToken))
 def renew_token(body: TokenRenewal, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
     """The calling pilot's token lives pilot_token_lifetime from now (never less than before):
     TokenID, PilotID, Expires, ExpiresIn (seconds; null: no end), Lifetime."""
