@@ -164,3 +164,27 @@ def test_a_503_says_when_to_try_again():
     assert response.status_code == 503
     assert response.headers["retry-after"] == "5"
     assert response.body == b'{"detail":"the database took longer than 5 s"}'
+
+
+@pytest.mark.parametrize("user,path,body,detail", [
+    # make fuzz: `{"job_ids": [true, true]}` killed job 1 twice over (pydantic read true as 1)
+    ("roland", "/jobs/kill", {"job_ids": [True, True]}, "job_ids.0: Input should be a valid integer"),
+    ("roland", "/jobs", {"jdls": [{"text": "[Executable = \"/bin/true\";]"}], "reservation": "1"},
+     "reservation: Input should be a valid integer"),
+    ("pilot", "/matcher/request-job", {"site": "S", "ce": "C", "queue": "Q", "host": "h", "pilot_id": "p",
+                                       "cpu_time_left": True}, "cpu_time_left: Input should be a valid number"),
+    ("pilot", "/jobs/1/pilot-status", {"pilot_id": "p", "status": "Done", "exit_code": False},
+     "exit_code: Input should be a valid integer"),
+    ("pilot", "/jobs/1/output", {"pilot_id": "p", "truncated": "yes"}, "truncated: Input should be a valid boolean"),
+    ("admin", "/reservations", {"duration": "1:00:00", "verify": 1}, "verify: Input should be a valid boolean"),
+])
+def test_a_body_number_or_boolean_must_be_one_in_json(as_user, user, path, body, detail):
+    response = as_user(user).post(path, body)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == detail
+
+
+def test_a_body_integer_is_still_read_as_json_gives_it(as_user, runtime):
+    ids = as_user("roland").post("/jobs", {"jdls": [{"text": "[Executable = \"/bin/true\";]"}]}).json()["job_ids"]
+    response = as_user("roland").post("/jobs/kill", {"job_ids": ids})
+    assert response.status_code == 200 and response.json()["killed"] == ids
