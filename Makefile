@@ -36,11 +36,12 @@ test-packages:
 demo: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m wms.demo
 
-# The property-based tests (tests/fuzz) and the hostile-input tests against
-# real servers (tests/hostile) with fifty times the examples of `make test`.
+# The property-based tests (tests/fuzz), the hostile-input tests against
+# real servers (tests/hostile) and schemathesis on /openapi.json (every phase
+# for every role, a new seed each run) with fifty times the examples of `make test`.
 fuzz: $(STAMP)
 	WMS_HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -p no:cacheprovider --hypothesis-show-statistics \
-		tests/fuzz tests/hostile $(PYTEST_ARGS)
+		tests/fuzz tests/hostile tests/api/test_openapi_schemathesis.py $(PYTEST_ARGS)
 
 # docs/commands.md and deploy/wms-completion.bash, from the commands' parsers
 # (tests/test_command_reference.py fails when they are stale).

@@ -163,6 +163,19 @@ class Tokens(dict):
         return token
 
 
+def edited_config(dest: Path, wms_yaml: Mapping[str, str]) -> Path:
+    """The repository's config/ copied to ``dest``, with each text of ``wms_yaml``
+    (old -> new) replaced in its wms.yaml; an old text not there fails the test."""
+    shutil.copytree(CONFIG_DIR, dest)
+    path = dest / "wms.yaml"
+    text = path.read_text()
+    for old, new in wms_yaml.items():
+        assert old in text, f"config/wms.yaml has no {old!r}"
+        text = text.replace(old, new)
+    path.write_text(text)
+    return dest
+
+
 @contextmanager
 def running_server(tmp_path: Path, config_dir: Path | str | None = None,
                    tokens: Mapping[str, tuple[str, str, str, str]] | None = None,

@@ -7,7 +7,6 @@ gives the handle, the tokens and an engine to count rows with.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -15,8 +14,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from tests.conftest import BACKENDS
-from tests.helpers import CONFIG_DIR
-from tests.servers import ServerHandle, running_server
+from tests.servers import ServerHandle, edited_config, running_server
 from wms.db import schema
 from wms.db.engine import make_engine
 
@@ -49,12 +47,7 @@ class Hostile:
 def hostile(request, tmp_path_factory, database_factory) -> Iterator[Hostile]:
     backend = request.param
     tmp = tmp_path_factory.mktemp(f"hostile-{backend}")
-    config = tmp / "config-src"
-    shutil.copytree(CONFIG_DIR, config)
-    wms_yaml = config / "wms.yaml"
-    text = wms_yaml.read_text()
-    assert "  jdl_bytes: 262144" in text
-    wms_yaml.write_text(text.replace("  jdl_bytes: 262144", f"  jdl_bytes: {JDL_BYTES}"))
+    config = edited_config(tmp / "config-src", {"  jdl_bytes: 262144": f"  jdl_bytes: {JDL_BYTES}"})
     url = database_factory(backend)
     with running_server(tmp / "server", config_dir=config, tokens=USERS, database_url=url) as server:
         engine = make_engine(url)

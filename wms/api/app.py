@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.exceptions import HTTPException
 
 from wms import __version__
 from wms.api import (
@@ -22,7 +22,9 @@ from wms.api import (
     routes_sandboxes,
 )
 from wms.api.deps import public
-from wms.api.guard import InputGuard, error_body, error_response
+from wms.api import openapi
+from wms.api.responses import Health
+from wms.api.guard import InputGuard, error_body, error_response, one_line
 from wms.core.errors import Unavailable, WmsError
 from wms.db.engine import database_problem, is_statement_timeout
 from wms.services.runtime import Runtime
@@ -33,9 +35,31 @@ HEALTH_RETRY_AFTER_S = 5
 
 log = logging.getLogger("wms.api")
 
+API_DESCRIPTION = """Jobs, task queues and pilots (DIRAC) under Grid Engine's resource policy.
+
+Every call but `/health` carries a bearer token (`Authorization: Bearer ...`; the
+Authorize button here takes one): make one with `wms admin token create`. Every
+error answers `{"detail": "one line: what, where, why"}` with a 4xx status for
+anything the caller sent; 422 adds `errors`, one entry per wrong field.
+"""
+
+
+def validation_detail(error: dict) -> str:
+    """The one line of a 422: where (``jdls.0.text``, ``query.limit``; ``body``
+    for the body as a whole) and what pydantic found wrong there."""
+    loc = [str(p) for p in error.get("loc", ())]
+    if error.get("type") == "json_invalid":
+        # pydantic's location is then the character offset in the body
+        reason = (error.get("ctx") or {}).get("error", "")
+        at = f" at character {loc[-1]}" if len(loc) > 1 else ""
+        return one_line(f"body: not valid JSON{at}" + (f": {reason}" if reason else ""))
+    where = ".".join(p for p in loc if p != "body") or "body"
+    return one_line(f"{where}: {error.get('msg')}")
+
 
 def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) -> FastAPI:
-    app = FastAPI(title="WMS", version=__version__, docs_url="/docs", openapi_url="/openapi.json")
+    app = FastAPI(title="WMS", version=__version__, docs_url="/docs", openapi_url="/openapi.json",
+                  description=API_DESCRIPTION)
     app.state.runtime = runtime
     app.state.clock = clock
 
@@ -53,23 +77,24 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
         return error_response(Unavailable(f"the database took longer than {timeout:g} s "
                                           "(limits.statement_timeout); nothing was changed"))
 
-    @app.exception_handler(StarletteHTTPException)
-    def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        # Starlette's own refusals (no such path, method not allowed) in the API's one shape.
-        return JSONResponse(error_body(str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
+    @app.exception_handler(HTTPException)
+    def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        """Starlette's own refusals (no such path, method not allowed) in the one shape, saying what to do."""
+        path = one_line(request.url.path)
+        detail = {404: f"no such path: {path} (the API is under {API_PREFIX}; /docs lists every route)",
+                  405: f"method {request.method} is not allowed on {path} (/docs lists what is)"}
+        return JSONResponse(error_body(detail.get(exc.status_code, str(exc.detail))),
+                            status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
         # Only where and what: "ctx" may hold the validator's exception object
         # and "input" bytes, which JSON cannot carry, or a whole JDL.
         errors = [{"type": e.get("type"), "loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg"))}
                   for e in exc.errors()]
-        return JSONResponse(error_body(f"{where}: {first.get('msg')}", errors=errors), status_code=422)
+        return JSONResponse(error_body(validation_detail(exc.errors()[0]), errors=errors), status_code=422)
 
-    @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)],
-             responses={503: {"description": "the database does not answer"}})
+    @app.get(f"{API_PREFIX}/health", tags=["health"], dependencies=[Depends(public)], **openapi.answers(Health, 503))
     def health() -> JSONResponse:
         """"ok" only when the database answers; else 503 and what is not ok.
 
@@ -92,4 +117,5 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.include_router(routes_reservations.router, prefix=API_PREFIX)
     app.include_router(routes_quotas.router, prefix=API_PREFIX)
     app.include_router(routes_sandboxes.router, prefix=API_PREFIX)
+    openapi.install(app)
     return app

@@ -62,6 +62,9 @@ access_log = logging.getLogger("wms.access")
 #: room to spare should a pre-scan miss a case.
 REQUEST_THREAD_STACK = 64 * 1024 * 1024
 
+#: What a 503 (the database ran out of time) asks the caller to wait.
+RETRY_AFTER_SECONDS = 5
+
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # JSON escapes of NUL and of surrogates, and raw UTF-8-encoded surrogates
 # (json.loads reads bytes with "surrogatepass")
@@ -82,6 +85,8 @@ def error_body(detail: str, **more: Any) -> dict[str, Any]:
 def error_response(exc: WmsError) -> JSONResponse:
     """An error as the API answers it: :func:`error_body` with the error's status."""
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    if exc.status == 503:
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
     return JSONResponse(error_body(str(exc)), status_code=int(exc.status), headers=headers)
 
 

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator
 
 from wms.core.limits import INT32_MAX, INT64_MAX
 
@@ -16,6 +16,15 @@ from wms.core.limits import INT32_MAX, INT64_MAX
 Int64 = Annotated[int, Field(ge=-(2**63), le=INT64_MAX)]
 Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
 IdPath = Annotated[int, Path(ge=-(2**63), le=INT64_MAX)]
+
+# A body's numbers and booleans are JSON's own: pydantic's lax mode would read
+# true as 1, "5" as 5 and "yes" as true, values the documented schema refuses.
+# (Paths and queries are text, read lax as above.)
+BodyInt64 = Annotated[int, Strict(), Field(ge=-(2**63), le=INT64_MAX)]
+BodyInt32 = Annotated[int, Strict(), Field(ge=-(2**31), le=INT32_MAX)]
+BodyInt = Annotated[int, Strict()]
+BodyFloat = Annotated[float, Strict()]
+BodyBool = Annotated[bool, Strict()]
 ArIdPath = Annotated[int, Path(ge=-(2**31), le=INT32_MAX)]
 
 
@@ -35,8 +44,8 @@ class SubmitRequest(BaseModel):
     resource_requests: dict[str, Any] = Field(default_factory=dict, description="hard -l requests")
     soft_resource_requests: dict[str, Any] = Field(default_factory=dict, description="soft -l requests")
     parallel_environment: str | None = None
-    slots: int | None = Field(None, ge=1, le=INT32_MAX, description="with parallel_environment: -pe PE N")
-    reservation: int | None = Field(None, ge=1, le=INT32_MAX)
+    slots: BodyInt | None = Field(None, ge=1, le=INT32_MAX, description="with parallel_environment: -pe PE N")
+    reservation: BodyInt | None = Field(None, ge=1, le=INT32_MAX)
     project: str | None = None
     job_name: str | None = None
     strict: bool = Field(False, description="refuse every job (store none) if no configured queue could ever "
@@ -46,7 +55,7 @@ class SubmitRequest(BaseModel):
 class JobIds(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    job_ids: list[Int64] = Field(min_length=1)
+    job_ids: list[BodyInt64] = Field(min_length=1)
 
 
 class MatchQueuesRequest(BaseModel):
@@ -67,10 +76,10 @@ class JobRequest(BaseModel):
     host: str = Field(min_length=1)
     pilot_id: str = Field(min_length=1, max_length=255)
     pools: list[str] | None = None
-    slots: int = Field(1, ge=1, le=INT32_MAX)
+    slots: BodyInt = Field(1, ge=1, le=INT32_MAX)
     load: dict[str, Any] = Field(default_factory=dict)
     platform: str | None = None
-    cpu_time_left: float | None = Field(None, ge=0)
+    cpu_time_left: BodyFloat | None = Field(None, ge=0)
     tags: list[str] = Field(default_factory=list)
 
 
@@ -88,10 +97,10 @@ class PilotStatus(BaseModel):
     pilot_id: str = Field(min_length=1)
     status: str
     minor_status: str = ""
-    exit_code: Int32 | None = None
+    exit_code: BodyInt32 | None = None
     # The job's hand-out this report is about (the job's "Attempt"): refused
     # when the job has been handed out again since. Optional for older pilots.
-    attempt: int | None = Field(None, ge=1, le=INT32_MAX)
+    attempt: BodyInt | None = Field(None, ge=1, le=INT32_MAX)
 
 
 class Heartbeat(BaseModel):
@@ -100,7 +109,7 @@ class Heartbeat(BaseModel):
     pilot_id: str = Field(min_length=1)
     # The job's hand-out this report is about (the job's "Attempt"): refused
     # when the job has been handed out again since. Optional for older pilots.
-    attempt: int | None = Field(None, ge=1, le=INT32_MAX)
+    attempt: BodyInt | None = Field(None, ge=1, le=INT32_MAX)
 
 
 class JobOutput(BaseModel):
@@ -109,10 +118,10 @@ class JobOutput(BaseModel):
     pilot_id: str = Field(min_length=1)
     stdout: str = ""
     stderr: str = ""
-    truncated: bool = False
+    truncated: BodyBool = False
     # The job's hand-out this report is about (the job's "Attempt"): refused
     # when the job has been handed out again since. Optional for older pilots.
-    attempt: int | None = Field(None, ge=1, le=INT32_MAX)
+    attempt: BodyInt | None = Field(None, ge=1, le=INT32_MAX)
 
 
 class ComplexFile(BaseModel):
@@ -136,7 +145,7 @@ class ReservationRequest(BaseModel):
     resources: dict[str, Any] = Field(default_factory=dict, description="-l")
     users: list[str] = Field(default_factory=list, description="-u")
     queues: list[str] = Field(default_factory=list, description="-q")
-    interactive: bool = Field(False, description="-now yes")
+    interactive: BodyBool = Field(False, description="-now yes")
     pe: str | None = Field(None, description="-pe NAME")
     pe_slots: str | None = Field(None, description="-pe or -alloc slot range")
     allocation: str | None = Field(None, description="-alloc allocation rule")
@@ -144,8 +153,8 @@ class ReservationRequest(BaseModel):
     ckpt: str | None = Field(None, description="-ckpt")
     mail_options: str = Field("n", description="-m")
     mail_list: list[str] = Field(default_factory=list, description="-M")
-    hard_error: bool = Field(False, description="-he yes")
-    verify: bool = Field(False, description="-w v: check only")
+    hard_error: BodyBool = Field(False, description="-he yes")
+    verify: BodyBool = Field(False, description="-w v: check only")
 
     @field_validator("start", "end")
     @classmethod
@@ -159,7 +168,7 @@ class ReservationDelete(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     selectors: list[str] = Field(default_factory=list, description="AR ids or names (wildcards), in order")
-    force: bool = False
+    force: BodyBool = False
     users: list[str] | None = Field(default=None, description="qrdel -u: only reservations of these users")
 
 

@@ -7,6 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from wms.api.deps import NowDep, RuntimeDep, require
+from wms.api.openapi import answers
+from wms.api import responses as r
 from wms.api.models import Int64, IdPath, JobIds, MatchQueuesRequest, SubmitRequest
 from wms.core.errors import InvalidInput
 from wms.core.limits import INT32_MAX
@@ -23,7 +25,7 @@ Submitter = Annotated[Identity, Depends(require(USER, OPERATOR, MANAGER))]
 Reader = Annotated[Identity, Depends(require(USER, PILOT, OPERATOR, MANAGER))]
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, **answers(r.SubmittedJobs, 404, 409, status=201))
 def submit(body: SubmitRequest, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     if (body.parallel_environment is None) != (body.slots is None):
         raise InvalidInput("a parallel environment needs a slot count (-pe PE N)")
@@ -41,7 +43,7 @@ def submit(body: SubmitRequest, runtime: RuntimeDep, now: NowDep, caller: Submit
     return {"job_ids": result.job_ids, "warnings": result.warnings}
 
 
-@router.get("")
+@router.get("", **answers(list[r.JobSummary], 404))
 def list_jobs(
     runtime: RuntimeDep,
     caller: Reader,
@@ -55,32 +57,32 @@ def list_jobs(
     return jobs_service.list_jobs(runtime, caller, status=status, owner=owner, limit=limit)
 
 
-@router.get("/{job_id}")
+@router.get("/{job_id}", **answers(r.JobSummary))
 def job_status(job_id: IdPath, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     return jobs_service.job_status(runtime, caller, [job_id])[0]
 
 
-@router.get("/{job_id}/history")
+@router.get("/{job_id}/history", **answers(list[r.HistoryEntry]))
 def history(job_id: IdPath, runtime: RuntimeDep, caller: Reader) -> list[dict[str, Any]]:
     return jobs_service.history(runtime, caller, job_id)
 
 
-@router.get("/{job_id}/jdl")
+@router.get("/{job_id}/jdl", **answers(r.JobJDL))
 def jdl(job_id: IdPath, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     return jobs_service.job_jdl(runtime, caller, job_id)
 
 
-@router.get("/{job_id}/match-queues")
+@router.get("/{job_id}/match-queues", **answers(r.QueueMatch))
 def match_queues_of_job(job_id: IdPath, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     return pools_service.match_queues_for_job(runtime, caller, job_id, now)
 
 
-@router.post("/kill")
+@router.post("/kill", **answers(r.KillReport, 404))
 def kill(body: JobIds, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     return jobs_service.kill_jobs(runtime, caller, body.job_ids, now)
 
 
-@router.delete("/{job_id}")
+@router.delete("/{job_id}", **answers(r.KillReport))
 def kill_one(job_id: IdPath, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     return jobs_service.kill_jobs(runtime, caller, [job_id], now)
 
@@ -88,6 +90,6 @@ def kill_one(job_id: IdPath, runtime: RuntimeDep, now: NowDep, caller: Submitter
 match_router = APIRouter(tags=["jobs"])
 
 
-@match_router.post("/match-queues")
+@match_router.post("/match-queues", **answers(r.QueueMatch))
 def match_queues_of_jdl(body: MatchQueuesRequest, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     return pools_service.match_queues_for_text(runtime, caller, body.source, body.text, now)

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 
 from wms.api.deps import NowDep, RuntimeDep, require
+from wms.api.openapi import answers
+from wms.api import responses as r
 from wms.api.models import ComplexFile, Heartbeat, IdPath, JobOutput, JobRequest, PilotStatus
 from wms.core.identity import Identity
 from wms.core.match.context import PilotRequest
@@ -25,7 +27,7 @@ Reader = Annotated[Identity, Depends(require(USER, PILOT, OPERATOR, MANAGER))]
 Manager = Annotated[Identity, Depends(require(MANAGER))]
 
 
-@router.post("/matcher/request-job")
+@router.post("/matcher/request-job", **answers(r.MatchResult))
 def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
     """requestJob: one job for this pilot, or why there is none.
 
@@ -46,48 +48,49 @@ def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilo
     return {"match": True, "job": result.job}
 
 
-@router.post("/jobs/{job_id}/pilot-status")
+@router.post("/jobs/{job_id}/pilot-status", **answers(r.JobState, 409))
 def pilot_status(job_id: IdPath, body: PilotStatus, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
     return matcher.pilot_status(runtime, caller, job_id, body.pilot_id, body.status, body.minor_status,
                                 body.exit_code, now, attempt=body.attempt)
 
 
-@router.post("/jobs/{job_id}/heartbeat")
+@router.post("/jobs/{job_id}/heartbeat", **answers(r.HeartbeatAnswer, 409))
 def heartbeat(job_id: IdPath, body: Heartbeat, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
     return matcher.heartbeat(runtime, caller, job_id, body.pilot_id, now, attempt=body.attempt)
 
 
-@router.post("/jobs/{job_id}/output", status_code=204)
+@router.post("/jobs/{job_id}/output", status_code=204,
+             **answers(None, 409, status=204, description="stored"))
 def upload_output(job_id: IdPath, body: JobOutput, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> None:
     matcher.store_output(runtime, caller, job_id, body.pilot_id, body.stdout, body.stderr, body.truncated, now,
                          attempt=body.attempt)
 
 
-@router.get("/jobs/{job_id}/output")
+@router.get("/jobs/{job_id}/output", **answers(r.StoredOutput))
 def get_output(job_id: IdPath, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     jobs_service.visible_jobs(runtime, caller, [job_id], OUTPUT)
     return matcher.job_output(runtime, job_id)
 
 
-@router.get("/jobs/{job_id}/why")
+@router.get("/jobs/{job_id}/why", **answers(r.WhyReport))
 def why(job_id: IdPath, runtime: RuntimeDep, now: NowDep, caller: Reader) -> dict[str, Any]:
     """Every queue and the first layer that keeps the job from it."""
     return diagnosis.why(runtime, caller, job_id, now)
 
 
-@router.get("/queues")
+@router.get("/queues", **answers(list[r.QueueLoad]))
 def queues(runtime: RuntimeDep, caller: Reader) -> list[dict[str, Any]]:
     """Reserved/used/total slots and consumables per queue, host and global (qstat -f)."""
     return diagnosis.queues_overview(runtime)
 
 
-@router.get("/complexes")
+@router.get("/complexes", **answers(r.Text))
 def complexes(runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     """The complex table as `qconf -sc` prints it."""
     return {"text": complexes_service.show(runtime)}
 
 
-@router.put("/complexes")
+@router.put("/complexes", **answers(r.Messages))
 def modify_complexes(body: ComplexFile, runtime: RuntimeDep, now: NowDep, caller: Manager) -> dict[str, Any]:
     """qconf -Mc: replace the whole complex table (managers)."""
     return {"messages": complexes_service.modify(runtime, caller, body.text, now)}

@@ -6,7 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
+from wms.api import responses as r
 from wms.api.deps import RuntimeDep, require
+from wms.api.openapi import answers
 from wms.core.identity import Identity
 from wms.services import pools as pools_service
 from wms.services import task_queues as tq_service
@@ -19,22 +21,22 @@ Anyone = Annotated[Identity, Depends(require(USER, PILOT, OPERATOR, MANAGER))]
 People = Annotated[Identity, Depends(require(USER, OPERATOR, MANAGER))]
 
 
-@router.get("/matcher/submit-pools")
+@router.get("/matcher/submit-pools", **answers(list[str]))
 def submit_pools_for_queue(site: str, ce: str, queue: str, runtime: RuntimeDep, caller: Anyone) -> list[str]:
     """getSubmitPoolsForQueue (specs/002): the pools a pilot on Site/CE/Queue may serve."""
     return pools_service.submit_pools_for_queue(runtime, site, ce, queue)
 
 
-@router.get("/pools")
+@router.get("/pools", **answers(list[r.SubmitPool]))
 def list_pools(runtime: RuntimeDep, caller: Anyone) -> list[dict[str, Any]]:
     return pools_service.list_pools(runtime, caller)
 
 
-@router.get("/pools/{pool_id}")
+@router.get("/pools/{pool_id}", **answers(r.SubmitPool))
 def get_pool(pool_id: str, runtime: RuntimeDep, caller: Anyone) -> dict[str, Any]:
     return pools_service.get_pool(runtime, caller, pool_id)
 
 
-@router.get("/task-queues")
+@router.get("/task-queues", **answers(list[r.TaskQueue]))
 def list_task_queues(runtime: RuntimeDep, caller: People) -> list[dict[str, Any]]:
     return tq_service.list_task_queues(runtime, caller)

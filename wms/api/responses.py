@@ -1,0 +1,328 @@
+"""What the API answers: a model for each route's success and the one error shape.
+
+These models describe the JSON the services build; they document it in
+/openapi.json and do not filter it (routes return their dicts as before), so
+the answers stay byte for byte what clients already read. The schema-driven
+tests (tests/api/test_openapi_*.py) check the two against each other on a
+real server. Every model accepts keys it does not list: the API may add a
+field, never rename or drop one (INTERFACE.md).
+
+Field names are those of the answers: DIRAC's CamelCase for jobs, pools and
+pilots, Grid Engine's lower case for reservations and quotas. Times are ISO
+8601 strings with their zone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TIME = "ISO 8601 with its zone"
+
+
+class Answer(BaseModel):
+    """Base of the response models: open to fields added later."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# ---------------------------------------------------------------- errors
+class ValidationIssue(Answer):
+    type: str | None = Field(None, description="pydantic's error type (missing, int_parsing, ...)")
+    loc: list[str] = Field(description="where: body, query or path, then the field names")
+    msg: str
+
+
+class ErrorResponse(Answer):
+    """Every error of the API: ``detail`` is one line a person can act on (what, where, why)."""
+
+    detail: str = Field(description="one line: what is wrong, where, and why")
+    errors: list[ValidationIssue] | None = Field(
+        None, description="422 only: every field the request got wrong, the first of which is in detail")
+    request_id: str | None = Field(
+        None, description="the id of the request, in the server's log lines for it and its X-Request-ID header")
+
+
+# ---------------------------------------------------------------- jobs
+class Health(Answer):
+    status: str = Field(description='"ok", or "not ok" with 503')
+    version: str
+    database: str = Field(description='"ok", or "not answering" with 503 (the server log says why)')
+
+
+class SubmittedJobs(Answer):
+    job_ids: list[int] = Field(description="one id per job created, in order")
+
+
+class JobSummary(Answer):
+    """A job as `wms status --json` and `wms jobs --json` print it."""
+
+    JobID: int
+    JobName: str
+    Status: str
+    MinorStatus: str
+    Owner: str
+    OwnerGroup: str
+    VO: str
+    Site: str = Field(description="the site it runs at, or Multiple / ANY while it waits")
+    Queue: str = Field(description="Site/CE/Queue once matched, else empty")
+    SubmitPool: str = Field(description="empty when the job has no Requirements section")
+    TaskQueue: int | None
+    AR: int | None = Field(description="the advance reservation it asked for (qsub -ar)")
+    Priority: int
+    CPUTime: int
+    SubmissionTime: str = Field(description=TIME)
+    LastUpdateTime: str = Field(description=TIME)
+
+
+class HistoryEntry(Answer):
+    Status: str
+    MinorStatus: str
+    Source: str
+    Time: str = Field(description=TIME)
+
+
+class JobJDL(Answer):
+    JobID: int
+    OriginalJDL: str = Field(description="as submitted")
+    JDL: str = Field(description="as the optimizers completed it")
+
+
+class KillReport(Answer):
+    killed: list[int]
+    not_killed: dict[str, str] = Field(description="job id -> why not (already Done, finished meanwhile)")
+
+
+class QueueMatch(Answer):
+    """`wms match-queues`: the queues that could run a job."""
+
+    eligible: list[str] = Field(description="Site/CE/Queue names")
+    rejected: dict[str, str] = Field(description="Site/CE/Queue -> the first reason it cannot run the job")
+
+
+class StoredOutput(Answer):
+    """What a job printed, as its pilot uploaded it."""
+
+    JobID: int
+    stdout: str
+    stderr: str
+    truncated: bool
+
+
+class QueueVerdict(Answer):
+    Queue: str = Field(description="Site/CE/Queue")
+    Layer: str = Field(description="the layer that decided (empty when eligible)")
+    Code: str = Field(description="OK, NOT_NOW, NEVER or ERROR")
+    Reason: str
+
+
+class WhyReport(Answer):
+    """`wms why`: every queue of the job's VO and the first layer that keeps the job from it."""
+
+    JobID: int
+    Status: str
+    MinorStatus: str
+    Queues: list[QueueVerdict]
+    Summary: str
+
+
+# ---------------------------------------------------------------- matcher and pilots
+class JobLimits(Answer):
+    h_rt: float | None = Field(description="wall-clock hard limit, seconds")
+    s_rt: float | None = Field(description="wall-clock soft limit, seconds")
+    cpu_time: float | None = Field(description="the job's CPUTime, seconds")
+
+
+class MatchedJob(Answer):
+    """What a pilot needs to run the job it was handed."""
+
+    JobID: int
+    Attempt: int = Field(description="this hand-out of the job; reports quote it")
+    JDL: str
+    Executable: str
+    Arguments: str
+    Slots: int
+    Lease: int = Field(description="seconds the pilot has to report Running")
+    Limits: JobLimits
+    Environment: dict[str, str]
+
+
+class MatchResult(Answer):
+    """requestJob: ``match`` true with the ``job``, or false with the ``reason``."""
+
+    match: bool
+    job: MatchedJob | None = None
+    reason: str | None = None
+
+
+class JobState(Answer):
+    JobID: int
+    Status: str
+
+
+class HeartbeatAnswer(Answer):
+    JobID: int
+    Status: str
+    Kill: bool = Field(description="true: the job was killed meanwhile; the pilot stops it")
+
+
+class QueueLoad(Answer):
+    """One line of `wms queues` (qstat -f)."""
+
+    Kind: str = Field(description="global, queue or host")
+    Name: str
+    resv_used_tot: str = Field(alias="resv/used/tot", description="reserved/used/total slots")
+    Consumables: dict[str, str]
+
+
+class Text(Answer):
+    text: str
+
+
+class Messages(Answer):
+    messages: list[str] = Field(description="one line per change, as qconf prints them")
+
+
+class PilotView(Answer):
+    PilotID: str
+    Queue: str = Field(description="Site/CE/Queue")
+    VO: str
+    Backend: str
+    BackendRef: str
+    State: str
+    JobsRun: int
+    Submitted: str = Field(description=TIME)
+    LastUpdate: str = Field(description=TIME)
+
+
+class PilotLog(Answer):
+    PilotID: str
+    Output: str
+
+
+class RenewedToken(Answer):
+    TokenID: str
+    PilotID: str | None
+    Expires: str | None = Field(description=TIME + "; null: no end")
+    ExpiresIn: int | None = Field(description="seconds; null: no end")
+    Lifetime: str
+
+
+# ---------------------------------------------------------------- pools and task queues
+class SubmitPool(Answer):
+    SubmitPool: str = Field(description="the hash of the canonical Requirements")
+    VO: str
+    Requirements: Any = Field(description="the canonical Requirements section, or the expression")
+    Created: str = Field(description=TIME)
+    LastUpdate: str = Field(description=TIME)
+    Queues: list[str] | None = Field(None, description="one pool: its eligible queues (Site/CE/Queue)")
+    QueueCount: int | None = Field(None, description="the list: how many eligible queues")
+    Jobs: dict[str, int] | None = Field(None, description="the list: its jobs by status")
+
+
+class TaskQueue(Answer):
+    TaskQueue: int
+    Owner: str
+    OwnerGroup: str
+    VO: str
+    SubmitPool: str
+    CPUTime: int
+    Priority: float
+    WaitingJobs: int
+    Definition: dict[str, Any] = Field(description="what the task queue's jobs share")
+
+
+# ---------------------------------------------------------------- quotas
+class RuleSetNames(Answer):
+    names: list[str]
+
+
+class QuotaUsage(Answer):
+    """One rule instance, as qquota shows it."""
+
+    rule: str = Field(description="set/rule (the rule's name or its number)")
+    limit: str = Field(description="resource=used/limit")
+    filter: str
+    resource: str
+    limit_value: str
+    used: str | None
+    filters: dict[str, list[str]] = Field(description="qquota -xml's filter elements")
+
+
+# ---------------------------------------------------------------- reservations
+class Granted(Answer):
+    queue: str
+    host: str | None
+    slots: int
+
+
+class ReservationGrant(Answer):
+    """qrsub: the id granted, or with ``verify`` whether one could be."""
+
+    message: str
+    granted: list[Granted]
+    ar_id: int | None = None
+    verified: bool | None = Field(None, description="with verify only")
+    reasons: dict[str, Any] | None = Field(None, description="with verify only: why queues were not used")
+
+
+class Reservation(Answer):
+    """One advance reservation, as qrstat -ar shows it."""
+
+    ar_id: int
+    name: str
+    owner: str
+    group: str
+    state: str = Field(description="Grid Engine's AR state letter (w, r, d, E, ...)")
+    start: str = Field(description=TIME)
+    end: str = Field(description=TIME)
+    duration: str = Field(description="h:m:s")
+    submission_time: str = Field(description=TIME)
+    account: str
+    acl: list[str]
+    resources: dict[str, Any]
+    queues: list[str]
+    masterq: list[str]
+    pe: str | None
+    pe_range: list[int] | None
+    ckpt: str | None
+    granted: list[Granted]
+    slots: str
+    complex_values: str
+    mail_options: str
+    mail_list: str
+    hard_error: bool
+    message: str
+
+
+class ReservationChanged(Answer):
+    ar_id: int
+    message: str
+
+
+class ReservationAccount(Answer):
+    ar_id: int
+    name: str
+    owner: str
+    account: str
+    state: str
+    slots: int
+    reserved_slot_seconds: int
+    used_slot_seconds: int
+    jobs: int
+
+
+class JobAccount(Answer):
+    JobID: int
+    Owner: str
+    OwnerGroup: str
+    Status: str
+    Queue: str
+    Host: str | None
+    Slots: int | None
+    Start: str | None = Field(description=TIME)
+    End: str | None = Field(description=TIME)
+    WallClock: int = Field(description="seconds")
+    ExitCode: int | None
+    AR: int | None
