@@ -3,6 +3,8 @@ the token file's modes."""
 
 from __future__ import annotations
 
+import socket
+
 import json
 import os
 import stat
@@ -98,6 +100,7 @@ def test_the_server_binds_loopback_and_believes_forwarded_headers_from_the_proxy
     import uvicorn
 
     from tests.helpers import CONFIG_DIR
+    import wms.server
     from wms.db.migrate import upgrade
     from wms.server import serve
 
@@ -105,7 +108,19 @@ def test_the_server_binds_loopback_and_believes_forwarded_headers_from_the_proxy
     upgrade(url)
     monkeypatch.setenv("WMS_DATABASE_URL", url)
     seen: dict = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
+
+    def bind(host: str, port: int) -> socket.socket:      # the default's port may be taken here
+        seen.update(host=host, port=port)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        return sock
+
+    def run(self: uvicorn.Server, sockets: list) -> None:
+        seen.update(proxy_headers=self.config.proxy_headers, forwarded_allow_ips=self.config.forwarded_allow_ips)
+        self.started = True
+
+    monkeypatch.setattr(wms.server, "listening_socket", bind)
+    monkeypatch.setattr(uvicorn.Server, "run", run)
     assert serve(str(CONFIG_DIR), None, embedded=False) == 0
     assert (seen["host"], seen["port"]) == ("127.0.0.1", 8080)
     assert seen["proxy_headers"] is True and seen["forwarded_allow_ips"] == "127.0.0.1"

@@ -90,6 +90,7 @@ def test_kill_and_logging_info(server, tokens):
 
 def test_jobs_lists_own_jobs_for_users_and_all_for_managers(server, tokens):
     server.ok("submit", str(EXAMPLES / "hello.jdl"), token=tokens["andre"])
+    server.ok("submit", str(EXAMPLES / "hello.jdl"), token=tokens["roland"])
     mine = server.json("jobs", token=tokens["andre"])
     assert mine and {j["Owner"] for j in mine} == {"andre"}
     everyone = server.json("jobs", "--status", "Waiting", token=tokens["admin"])
