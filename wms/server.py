@@ -105,6 +105,7 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
 
     from wms.api.app import create_app
     from wms.api.guard import REQUEST_THREAD_STACK
+    from wms.api.metrics import shared_metrics_directory
 
     # Threads started from here on (the ones that run requests among them)
     # get a stack deep enough for any text the input limits let through.
@@ -144,7 +145,8 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
             # their runtimes afresh) and restarts one that dies.
             os.environ[ENV_CONFIG] = str(Path(config_dir_from_env(config_dir)).resolve())
             runtime.engine.dispose()
-            uvicorn.run("wms.server:worker_app", factory=True, workers=workers, **options)
+            with shared_metrics_directory():     # the workers' counts, summed when scraped
+                uvicorn.run("wms.server:worker_app", factory=True, workers=workers, **options)
         else:
             uvicorn.run(create_app(runtime), **options)
     finally:

@@ -200,6 +200,16 @@ class LimitsSettings(_Model):
         return Limits(**self.model_dump())
 
 
+class BackpressureSettings(_Model):
+    """``backpressure:``: how much one server process takes on at once (docs/deployment.md)."""
+
+    # Requests one server process works on at once (waiting for a request
+    # thread included); one more is answered 429 at once, with Retry-After.
+    max_in_flight: PositiveInt = 64
+    # Seconds a refused client is told to wait (the Retry-After header).
+    retry_after: Seconds = 1
+
+
 def _increasing(values: list[int]) -> list[int]:
     if any(b <= a for a, b in zip(values, values[1:])):
         raise ValueError(f"segments must be strictly increasing, got {values}")
@@ -243,6 +253,7 @@ class Settings(_Model):
     smtp: SmtpSettings | None = None
     max_jobs_per_submission: PositiveInt = 10000
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
     # Pilot logs and exit files of the SiteDirector's backends; for Slurm
     # pilots a directory the worker nodes share (docs/deployment.md).
     pilot_log_dir: Annotated[str, Field(min_length=1)] = "var/pilots"
