@@ -1,0 +1,141 @@
+"""More pilots than the server can serve (docs/deployment.md, "Backpressure").
+
+A real `wms server` on PostgreSQL or MariaDB that works on at most two
+requests at a time (backpressure.max_in_flight: 2); a crowd of idle pilots
+asking for work without pause, each waiting out the Retry-After it gets; and
+real pilots (wms-pilot processes) with jobs to run in the middle of it.
+The server refuses quickly with 429 and Retry-After, never answers 5xx, and
+the pilots, told to come back later, finish every job.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.api.scraping import scrape
+from tests.helpers import REPO, log_tails, patience, wait_until
+from tests.pilot.conftest import LOCAL, USERS, jdl, pilot_config, submit
+from tests.servers import Tokens, running_server
+
+pytestmark = pytest.mark.databases
+
+CROWD = 8            # idle pilots asking without pause
+PILOTS = 4           # real pilots with jobs to run
+JOBS = 8
+MAX_IN_FLIGHT = 2
+REQUEST_JOB = "/api/v1/matcher/request-job"
+
+
+def busy_config(tmp: Path) -> Path:
+    config = pilot_config(tmp)
+    settings = yaml.safe_load((config / "wms.yaml").read_text()) or {}
+    settings["backpressure"] = {"max_in_flight": MAX_IN_FLIGHT, "retry_after": 1}
+    (config / "wms.yaml").write_text(yaml.safe_dump(settings))
+    return config
+
+
+class Crowd:
+    """Idle pilots (threads) asking for jobs of a pool that has none, as fast
+    as they are answered; a refused one waits what Retry-After says."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.answers: list[int] = []                           # statuses other than 429
+        self.refusals: list[tuple[float, str | None]] = []     # (seconds to the answer, Retry-After)
+        self.threads = [threading.Thread(target=self.ask, args=(k,), daemon=True) for k in range(CROWD)]
+
+    def ask(self, k: int) -> None:
+        site, ce, queue = LOCAL
+        body = {"site": site, "ce": ce, "queue": queue, "host": f"idle{k}", "pilot_id": f"idle-{k}",
+                "pools": ["no-such-pool"], "slots": 1}
+        rng = random.Random(k)
+        with httpx.Client(base_url=self.url + "/api/v1", headers={"Authorization": f"Bearer {self.token}"},
+                          timeout=patience(60)) as client:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                answer = client.post("/matcher/request-job", json=body)
+                took = time.monotonic() - started
+                with self.lock:
+                    if answer.status_code == 429:
+                        self.refusals.append((took, answer.headers.get("retry-after")))
+                    else:
+                        self.answers.append(answer.status_code)
+                if answer.status_code == 429:
+                    self.stop.wait(float(answer.headers.get("retry-after", "1")) * (1 + rng.random() / 2))
+
+    def __enter__(self) -> "Crowd":
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=patience(60))
+
+
+def start_pilot(server, token: str, tmp_path: Path, pilot_id: str) -> tuple[subprocess.Popen, Path]:
+    site, ce, queue = LOCAL
+    logs = tmp_path / "pilots"
+    logs.mkdir(exist_ok=True)
+    log = logs / f"{pilot_id}.log"
+    command = [sys.executable, "-m", "pilot.main", "--url", server.url, "--site", site, "--ce", ce, "--queue", queue,
+               "--workdir", str(tmp_path / pilot_id), "--poll", "0.2", "--heartbeat", "5", "--max-empty", "3",
+               "--min-time-left", "0", "--slots", "1", "--pilot-id", pilot_id, "--platform", "x86_64-el9"]
+    with log.open("w") as out:
+        process = subprocess.Popen(command, env={**os.environ, "WMS_PILOT_TOKEN": token}, cwd=REPO,
+                                   stdout=out, stderr=subprocess.STDOUT, text=True)
+    return process, log
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
+def test_a_saturated_server_refuses_quickly_and_pilots_still_finish(backend, database_factory, tmp_path):
+    with running_server(tmp_path, busy_config(tmp_path), tokens=USERS,
+                        database_url=database_factory(backend)) as server:
+        tokens = Tokens(server)
+        pilot_tokens = server.tokens({f"busy-{i}": ("pilot", "lhcb_pilot", "lhcb", "pilot") for i in range(PILOTS)})
+        jobs = submit(server, tokens, tmp_path, *[jdl("true")] * JOBS)
+        pilots: list[tuple[subprocess.Popen, Path]] = []
+        try:
+            with Crowd(server.url, tokens["admin"]) as crowd:
+                wait_until(lambda: crowd.refusals, timeout=60, what="the crowd saturating the server")
+                pilots = [start_pilot(server, pilot_tokens[f"busy-{i}"], tmp_path, f"busy-{i}")
+                          for i in range(PILOTS)]
+                wait_until(lambda: all(p.poll() is not None for p, _ in pilots), timeout=240,
+                           what="every pilot done", every=0.5, details=lambda: log_tails([log for _, log in pilots]))
+        finally:
+            for process, _ in pilots:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+
+        assert [p.returncode for p, _ in pilots] == [0] * PILOTS, log_tails([log for _, log in pilots])
+        with server.api(tokens["roland"]) as api:
+            states = [api.get(f"/jobs/{j}").raise_for_status().json()["Status"] for j in jobs]
+        assert states == ["Done"] * JOBS
+        # The pilots were told to wait, and did: the refusals were theirs too.
+        told = [log for _, log in pilots if "server busy (HTTP 429)" in log.read_text()]
+        assert told, log_tails([log for _, log in pilots])
+
+        # Every refusal came at once with its Retry-After; nothing else failed.
+        assert crowd.refusals and {after for _, after in crowd.refusals} == {"1"}
+        assert statistics.median(took for took, _ in crowd.refusals) < patience(0.5)
+        assert set(crowd.answers) <= {200}, sorted(set(crowd.answers))
+
+        found = scrape(server.url)
+        assert found.value("wms_http_requests_total", route=REQUEST_JOB, status="429") > 0
+        errors = {s for s in found.labels("wms_http_requests_total", "status") if s.startswith("5")}
+        assert errors == set()
