@@ -55,6 +55,7 @@ class Crowd:
         self.lock = threading.Lock()
         self.answers: list[int] = []                           # statuses other than 429
         self.refusals: list[tuple[float, str | None]] = []     # (seconds to the answer, Retry-After)
+        self.details: set[str] = set()                          # what the refusals said
         self.threads = [threading.Thread(target=self.ask, args=(k,), daemon=True) for k in range(CROWD)]
 
     def ask(self, k: int) -> None:
@@ -71,6 +72,7 @@ class Crowd:
                 with self.lock:
                     if answer.status_code == 429:
                         self.refusals.append((took, answer.headers.get("retry-after")))
+                        self.details.add(answer.json()["detail"])
                     else:
                         self.answers.append(answer.status_code)
                 if answer.status_code == 429:
@@ -132,6 +134,8 @@ def test_a_saturated_server_refuses_quickly_and_pilots_still_finish(backend, dat
 
         # Every refusal came at once with its Retry-After; nothing else failed.
         assert crowd.refusals and {after for _, after in crowd.refusals} == {"1"}
+        assert crowd.details == {f"server busy: {MAX_IN_FLIGHT} requests in progress in this process "
+                                 "(backpressure.max_in_flight); retry after 1 s"}
         assert statistics.median(took for took, _ in crowd.refusals) < patience(0.5)
         assert set(crowd.answers) <= {200}, sorted(set(crowd.answers))
 

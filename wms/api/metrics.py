@@ -114,7 +114,13 @@ class HttpMetrics:
     def templates(self) -> list[tuple[re.Pattern[str], str]]:
         """The API's path templates, from its OpenAPI description (built once, when first needed)."""
         if self._templates is None:
-            self._templates = [(compile_path(t)[0], t) for t in self.api.openapi().get("paths", {})]
+            try:
+                paths = self.api.openapi().get("paths", {})
+            except Exception:  # noqa: BLE001 - counting must never break an answer
+                log.exception("metrics: the API's path templates could not be read; unrouted requests "
+                              "are counted as unmatched")
+                paths = {}
+            self._templates = [(compile_path(t)[0], t) for t in paths]
         return self._templates
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
