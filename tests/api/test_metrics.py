@@ -8,16 +8,14 @@ sums the workers' counts), and they must move by exactly what the pilot did.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from datetime import datetime, timezone
 
 import httpx
 import pytest
 
+from tests.api.pilots import start_pilot
 from tests.api.scraping import Scrape, scrape
-from tests.helpers import REPO, patience, wait_until
+from tests.helpers import patience, wait_until
 from tests.pilot.conftest import LOCAL, USERS, jdl, pilot_config, submit
 from tests.servers import ServerHandle, Tokens, running_server
 from wms.core.match.framework import LAYERS
@@ -54,15 +52,6 @@ def same_everywhere(found: list[Scrape], name: str, **labels: str) -> float:
     return values.pop()
 
 
-def run_pilot(server: ServerHandle, tokens, tmp_path, pilot_id: str) -> subprocess.CompletedProcess[str]:
-    site, ce, queue = LOCAL
-    command = [sys.executable, "-m", "pilot.main", "--url", server.url, "--site", site, "--ce", ce, "--queue", queue,
-               "--workdir", str(tmp_path / "work"), "--poll", "0.2", "--heartbeat", "1", "--max-empty", "1",
-               "--min-time-left", "0", "--slots", "1", "--pilot-id", pilot_id, "--platform", "x86_64-el9"]
-    return subprocess.run(command, env={**os.environ, "WMS_PILOT_TOKEN": tokens[pilot_id]}, cwd=REPO, text=True,
-                          capture_output=True, timeout=patience(120))
-
-
 def test_the_numbers_move_as_a_pilot_matches_jobs(server, tokens, tmp_path):
     before = scrapes(server.url)
     matched_before = same_everywhere(before, "wms_match_requests_total", outcome="matched")
@@ -83,8 +72,8 @@ def test_the_numbers_move_as_a_pilot_matches_jobs(server, tokens, tmp_path):
                                      "backend": "local", "state": pilots_db.RUNNING,
                                      "submitted": datetime.now(timezone.utc), "vo": "lhcb"}])
 
-    run = run_pilot(server, tokens, tmp_path, "metrics-1")
-    assert run.returncode == 0, run.stderr[-3000:]
+    pilot, log = start_pilot(server, tokens["metrics-1"], tmp_path, "metrics-1", max_empty=1)
+    assert pilot.wait(timeout=patience(120)) == 0, log.read_text()[-3000:]
     with server.api(tokens["roland"]) as api:
         states = {j: api.get(f"/jobs/{j}").raise_for_status().json()["Status"] for j in [*runnable, unrunnable]}
     assert states == {**dict.fromkeys(runnable, "Done"), unrunnable: "Waiting"}

@@ -11,16 +11,15 @@ end.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.api.pilots import pilot_tokens, start_pilot
 from tests.api.scraping import scrape
-from tests.helpers import REPO, log_tails, wait_until
-from tests.pilot.conftest import LOCAL, USERS, jdl, pilot_config, submit
+from tests.helpers import log_tails, wait_until
+from tests.pilot.conftest import USERS, jdl, pilot_config, submit
 from tests.servers import ServerHandle, Tokens, free_port, running_server
 from wms.db import matching as match_db
 from wms.db.engine import make_engine
@@ -48,20 +47,6 @@ def most_at_once(intervals: list[tuple[float, float]]) -> int:
     return peak
 
 
-def start_pilot(server: ServerHandle, token: str, tmp_path: Path, pilot_id: str) -> tuple[subprocess.Popen, Path]:
-    site, ce, queue = LOCAL
-    logs = tmp_path / "pilots"
-    logs.mkdir(exist_ok=True)
-    log = logs / f"{pilot_id}.log"
-    command = [sys.executable, "-m", "pilot.main", "--url", server.url, "--site", site, "--ce", ce, "--queue", queue,
-               "--workdir", str(tmp_path / pilot_id), "--poll", "0.2", "--heartbeat", "5", "--max-empty", "1000",
-               "--min-time-left", "0", "--slots", "1", "--pilot-id", pilot_id, "--platform", "x86_64-el9"]
-    with log.open("w") as out:
-        process = subprocess.Popen(command, env={**os.environ, "WMS_PILOT_TOKEN": token}, cwd=REPO,
-                                   stdout=out, stderr=subprocess.STDOUT, text=True)
-    return process, log
-
-
 @pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
 def test_two_servers_on_one_database_never_share_a_job_nor_overbook(backend, database_factory, tmp_path):
     database_url = database_factory(backend)
@@ -75,11 +60,11 @@ def test_two_servers_on_one_database_never_share_a_job_nor_overbook(backend, dat
         try:
             tokens = Tokens(first)
             names = [f"{server}-{i}" for server in ("first", "second") for i in range(PILOTS_PER_SERVER)]
-            pilot_tokens = first.tokens({name: ("pilot", "lhcb_pilot", "lhcb", "pilot") for name in names})
+            tokens_of = pilot_tokens(database_url, names)
             licensed = jdl(job_script(record), "ResourceRequests = [ compiler_lic = 1; ];")
             jobs = submit(first, tokens, tmp_path, *[licensed, jdl(job_script(record))] * (JOBS // 2))
-            pilots = [start_pilot(first if name.startswith("first") else second, pilot_tokens[name], tmp_path, name)
-                      for name in names]
+            pilots = [start_pilot(first if name.startswith("first") else second, tokens_of[name], tmp_path, name,
+                                  max_empty=1000) for name in names]
 
             def all_done() -> bool:
                 with first.api(tokens["roland"]) as api:

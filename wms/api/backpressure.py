@@ -17,13 +17,23 @@ The health check and the metrics are never shed: a load balancer must not
 take a busy server for a dead one, and a busy server is when its metrics
 matter most.
 
-The count lives in the process's event loop, the only thread that changes
+How long to wait: ``retry_after`` seconds while few are refused. When
+many are, each refused client is told to come back once this process has
+had time to serve all those refused in the last second at the rate it
+answered in that second (refused / answered seconds, up to
+``retry_after_max``): a thousand pilots refused and told "1 s" would come
+back together and be refused again, and the refusals alone would take a
+good part of a small machine (docs/benchmarks.md, "Backpressure").
+
+The counts live in the process's event loop, the only thread that changes
 it, so it needs no lock; with ``wms server --workers N`` each worker has its
 own bound.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -40,18 +50,41 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: Paths never refused for load.
 NEVER_SHED = frozenset({"/api/v1/health", "/metrics"})
 
-#: Set in the scope of a refused request, for the metrics.
-SHED_KEY = "wms.shed"
 
-
-def busy_response(in_flight: int, settings: BackpressureSettings) -> JSONResponse:
+def busy_response(in_flight: int, wait: int) -> JSONResponse:
     """The API's error shape, status 429, and when to come back."""
     return JSONResponse(
         {"detail": f"server busy: {in_flight} requests in progress in this process "
-                   f"(backpressure.max_in_flight); retry after {settings.retry_after} s"},
+                   f"(backpressure.max_in_flight); retry after {wait} s"},
         status_code=429,
-        headers={"Retry-After": str(settings.retry_after)},
+        headers={"Retry-After": str(wait)},
     )
+
+
+def retry_after(settings: BackpressureSettings, refused: int, answered: int) -> int:
+    """Seconds to tell a refused client: enough for this process to serve the
+    ``refused`` of the last second at the rate it ``answered`` them, within
+    [retry_after, retry_after_max]."""
+    needed = math.ceil(refused / max(answered, 1))
+    return max(settings.retry_after, min(settings.retry_after_max, needed))
+
+
+class Window:
+    """Requests refused and answered in the last whole second and in the current one."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.refused = self.answered = 0
+        self.last_refused = self.last_answered = 0
+
+    def roll(self, now: float) -> None:
+        if now - self.started < 1.0:
+            return
+        recent = now - self.started < 2.0          # else nothing happened for a second: forget it
+        self.last_refused = self.refused if recent else 0
+        self.last_answered = self.answered if recent else 0
+        self.refused = self.answered = 0
+        self.started = now
 
 
 class Backpressure:
@@ -61,17 +94,23 @@ class Backpressure:
         self.app = app
         self.settings = settings
         self.in_flight = 0
+        self.window = Window()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") in NEVER_SHED:
             await self.app(scope, receive, send)
             return
+        window = self.window
+        window.roll(time.monotonic())
         if self.in_flight >= self.settings.max_in_flight:
-            scope[SHED_KEY] = True
-            await busy_response(self.in_flight, self.settings)(scope, receive, send)
+            window.refused += 1
+            wait = retry_after(self.settings, max(window.refused, window.last_refused),
+                               max(window.answered, window.last_answered))
+            await busy_response(self.in_flight, wait)(scope, receive, send)
             return
         self.in_flight += 1
         try:
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
+            window.answered += 1

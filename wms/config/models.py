@@ -206,8 +206,11 @@ class BackpressureSettings(_Model):
     # Requests one server process works on at once (waiting for a request
     # thread included); one more is answered 429 at once, with Retry-After.
     max_in_flight: PositiveInt = 64
-    # Seconds a refused client is told to wait (the Retry-After header).
+    # Seconds a refused client is told to wait (the Retry-After header), at
+    # least: while many are refused, each is told to wait as long as this
+    # process needs to serve them all at its current rate, up to retry_after_max.
     retry_after: Seconds = 1
+    retry_after_max: Seconds = 30
 
 
 def _increasing(values: list[int]) -> list[int]:
