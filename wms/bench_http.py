@@ -45,6 +45,9 @@ from wms.services.tokens import create_token
 
 PATH = "/api/v1/matcher/request-job"
 REQUEST_TIMEOUT = 60.0
+# Seconds of waiting after which a pilot reconnects: uvicorn closes a
+# connection idle for 5 s (its timeout_keep_alive).
+IDLE_CLOSE = 4.0
 
 
 # ---------------------------------------------------------------- the server
@@ -206,6 +209,8 @@ async def pilot(k: int, port: int, token: str, queues, deadline: float, seed: in
                 tally.refused_without_retry_after += 1
                 wait = 1.0
             tally.refused += 1
+            if wait >= IDLE_CLOSE:      # the server closes idle connections: come back on a new one
+                connection = _close(connection)
             await asyncio.sleep(min(wait * (1 + rng.random() / 2), max(0.0, deadline - loop.time())))
             continue
         if status != 200:

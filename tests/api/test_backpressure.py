@@ -95,7 +95,8 @@ class Crowd:
     (5, 300, 1),        # a few refused, many answered: the least wait
     (900, 300, 3),      # three seconds of work for those refused
     (901, 300, 4),
-    (1000, 0, 30),      # nothing answered: the longest wait
+    (1000, 0, 16),      # a burst, nothing answered yet: taken as 64 (max_in_flight) a second
+    (3000, 10, 30),     # the longest wait
     (100000, 300, 30),
 ])
 def test_the_wait_grows_with_the_crowd(refused, answered, wait):

@@ -9,6 +9,7 @@ sums the workers' counts), and they must move by exactly what the pilot did.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -17,7 +18,8 @@ from tests.api.pilots import start_pilot
 from tests.api.scraping import Scrape, scrape
 from tests.helpers import patience, wait_until
 from tests.pilot.conftest import LOCAL, USERS, jdl, pilot_config, submit
-from tests.servers import ServerHandle, Tokens, running_server
+from tests.servers import ServerHandle, Tokens, free_port, running_server
+from wms.api.metrics import exposition
 from wms.core.match.framework import LAYERS
 from wms.db import pilots as pilots_db
 from wms.db.engine import make_engine
@@ -113,3 +115,14 @@ def test_metrics_need_no_token_and_are_prometheus_text(server):
     for name in ("wms_http_requests_total", "wms_http_request_duration_seconds_bucket",
                  "wms_db_pool_connections_in_use", "wms_pilots", "wms_metrics_database_up"):
         assert name in found.names(), name
+
+
+def test_a_database_that_does_not_answer_leaves_the_rest_of_the_scrape():
+    nobody = make_engine(f"postgresql://wms@127.0.0.1:{free_port()}/none")     # a port nobody listens on
+    try:
+        found = Scrape(exposition(SimpleNamespace(engine=nobody)).decode())    # what the collector reads
+    finally:
+        nobody.dispose()
+    assert found.value("wms_metrics_database_up") == 0
+    assert "wms_waiting_jobs" not in found.names() and "wms_pilots" not in found.names()
+    assert {"wms_server_processes", "wms_db_pool_connections_in_use"} <= found.names()   # the process's own

@@ -64,8 +64,11 @@ def busy_response(in_flight: int, wait: int) -> JSONResponse:
 def retry_after(settings: BackpressureSettings, refused: int, answered: int) -> int:
     """Seconds to tell a refused client: enough for this process to serve the
     ``refused`` of the last second at the rate it ``answered`` them, within
-    [retry_after, retry_after_max]."""
-    needed = math.ceil(refused / max(answered, 1))
+    [retry_after, retry_after_max]. The rate is taken to be at least
+    max_in_flight a second (a full process answering within a second each):
+    at the start of a burst little has been answered yet, and the first
+    refused would otherwise be sent away for the longest wait."""
+    needed = math.ceil(refused / max(answered, settings.max_in_flight))
     return max(settings.retry_after, min(settings.retry_after_max, needed))
 
 
