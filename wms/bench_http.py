@@ -51,9 +51,9 @@ IDLE_CLOSE = 4.0
 
 
 # ---------------------------------------------------------------- the server
-def bench_config_dir(into: Path, max_in_flight: int | None = None) -> Path:
+def bench_config_dir(into: Path, backpressure: dict[str, int] | None = None) -> Path:
     """The configuration directory with room for every job (bench_match.bench_config), on disk for a server;
-    ``max_in_flight`` replaces wms.yaml's backpressure bound."""
+    ``backpressure`` replaces keys of wms.yaml's backpressure section."""
     source = config_dir_from_env(None)
     target = into / "config"
     shutil.copytree(source, target)
@@ -70,9 +70,9 @@ def bench_config_dir(into: Path, max_in_flight: int | None = None) -> Path:
     cluster = yaml.safe_load((target / "cluster.yaml").read_text()) or {}
     cluster.setdefault("global", {})["complex_values"] = {"compiler_lic": SLOTS}
     (target / "cluster.yaml").write_text(yaml.safe_dump(cluster, sort_keys=False))
-    if max_in_flight is not None:
+    if backpressure:
         settings = yaml.safe_load((target / "wms.yaml").read_text()) or {}
-        settings.setdefault("backpressure", {})["max_in_flight"] = max_in_flight
+        settings.setdefault("backpressure", {}).update(backpressure)
         (target / "wms.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     return target
 
@@ -248,6 +248,12 @@ def percentile(ordered: list[float], q: float) -> float | None:
     return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
 
 
+def backpressure_options(args) -> dict[str, int]:
+    """--max-in-flight and --retry-after, for the server's wms.yaml."""
+    chosen = {"max_in_flight": getattr(args, "max_in_flight", None), "retry_after": getattr(args, "retry_after", None)}
+    return {key: value for key, value in chosen.items() if value is not None}
+
+
 def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     engine = make_engine(url)
     upgrade(engine)
@@ -259,7 +265,7 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     reference = pilots(url, args.threads, args.seconds, args.seed, time.time())
     in_process = len(reference["matched"]) / args.seconds
     tokens = pilot_tokens(engine, max(args.pilots))
-    server = Server(url, bench_config_dir(tmp, getattr(args, "max_in_flight", None)), tmp / "server.log", workers=args.workers)
+    server = Server(url, bench_config_dir(tmp, backpressure_options(args)), tmp / "server.log", workers=args.workers)
     rows = []
     handed: list[int] = [*reference["matched"]]
     try:
@@ -328,7 +334,7 @@ def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "refused_without_retry_after": sum(row.get("refused_without_retry_after", 0) for row in per_run),
             "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None)})
     return {"benchmark": "http", "database": args.database, "workers": args.workers,
-            "max_in_flight": getattr(args, "max_in_flight", None), "jobs": args.jobs,
+            "backpressure": backpressure_options(args), "jobs": args.jobs,
             "task_queues": args.task_queues,
             "seconds": args.seconds, "runs": len(runs),
             "in_process_matches_per_second": median(r["in_process_matches_per_second"] for r in runs),

@@ -559,6 +559,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--workers", type=_positive, default=1, help="wms server --workers")
     b.add_argument("--max-in-flight", type=_positive, dest="max_in_flight",
                    help="the server's backpressure.max_in_flight (default: wms.yaml's)")
+    b.add_argument("--retry-after", type=_positive, dest="retry_after",
+                   help="the server's backpressure.retry_after, seconds (default: wms.yaml's)")
     b.add_argument("--seconds", type=float, default=10, help="seconds per step")
     b.add_argument("--runs", type=int, default=1, help="runs; medians are reported")
     b.add_argument("--seed", type=int, default=1)

@@ -209,7 +209,7 @@ class BackpressureSettings(_Model):
     # Seconds a refused client is told to wait (the Retry-After header), at
     # least: while many are refused, each is told to wait as long as this
     # process needs to serve them all at its current rate, up to retry_after_max.
-    retry_after: Seconds = 1
+    retry_after: Seconds = 5
     retry_after_max: Seconds = 30
 
 
