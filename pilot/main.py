@@ -16,7 +16,9 @@ Lifecycle
        through :func:`pilot.runner.run_job`.
     4. Stops: a worker ends after ``--max-empty`` consecutive empty answers
        (a failed request counts as empty, so a dead server ends the pilot
-       too); no worker asks once the remaining lifetime is below
+       too), waiting longer after each (``--poll`` doubled, with jitter:
+       pilot/backoff.py); a busy server's 429 is not an empty answer, the
+       client waits out its Retry-After; no worker asks once the remaining lifetime is below
        ``--min-time-left``; SIGTERM/SIGINT terminate running jobs, which are
        reported Failed "Pilot stopped" (with ``--on-sigterm leave``, the
        choice of pilots sent to a batch system, a SIGTERM ends them
