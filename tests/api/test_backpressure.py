@@ -10,6 +10,7 @@ the pilots, told to come back later, finish every job.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import statistics
 import subprocess
@@ -26,7 +27,7 @@ from tests.api.scraping import scrape
 from tests.helpers import log_tails, patience, wait_until
 from tests.pilot.conftest import LOCAL, USERS, jdl, pilot_config, submit
 from tests.servers import Tokens, running_server
-from wms.api.backpressure import Window, retry_after
+from wms.api.backpressure import Backpressure, Window, retry_after
 from wms.config.models import BackpressureSettings
 
 pytestmark = pytest.mark.databases
@@ -115,6 +116,49 @@ def test_the_counts_are_of_the_last_second():
     window.refused = 2
     window.roll(105.0)                                   # quiet for seconds: nothing kept
     assert (window.refused, window.last_refused, window.last_answered) == (0, 0, 0)
+
+
+def test_new_work_is_refused_first_and_nothing_stays_counted():
+    """A bound of one: a second request for a job is refused; a job's report
+    still gets in, up to twice the bound; when all end, nothing is in progress."""
+
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def held(scope, receive, send) -> None:           # a route busy until released
+            await release.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+        guard = Backpressure(held, BackpressureSettings(max_in_flight=1, retry_after=1))
+
+        async def call(path: str) -> tuple[int, dict[bytes, bytes]]:
+            sent: list[dict] = []
+
+            async def receive() -> dict:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message: dict) -> None:
+                sent.append(message)
+
+            await guard({"type": "http", "path": path, "method": "POST", "headers": []}, receive, send)
+            return sent[0]["status"], dict(sent[0]["headers"])
+
+        first = asyncio.create_task(call(REQUEST_JOB))
+        await asyncio.sleep(0)
+        status, headers = await call(REQUEST_JOB)
+        assert (status, headers[b"retry-after"]) == (429, b"1")          # new work: refused at the bound
+        report = asyncio.create_task(call("/api/v1/jobs/1/pilot-status"))
+        await asyncio.sleep(0)
+        assert guard.in_flight == 2                                      # a report still gets in
+        status, headers = await call("/api/v1/jobs/1/heartbeat")
+        # past twice the bound; two refused this second and none answered: 2 s
+        assert (status, headers[b"retry-after"]) == (429, b"2")
+        release.set()
+        assert [(await first)[0], (await report)[0]] == [200, 200]
+        assert guard.in_flight == 0
+
+    asyncio.run(scenario())
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "mariadb"])

@@ -13,6 +13,14 @@ not a fault of the server, and the API keeps 5xx for its own defects, so
 that an alert on 5xx stays meaningful. Clients (the pilot, pilot/client.py)
 wait the Retry-After, with jitter, and ask again.
 
+New work goes first: a pilot asking for a job (``POST
+/api/v1/matcher/request-job``, nearly all of a busy server's requests) is
+refused once ``max_in_flight`` requests are in progress, any other request
+only past twice that. The reports of running jobs (Running, Done,
+heartbeats, output) and users' commands still get through a server that
+idle pilots keep busy: a job's Running report refused for longer than its
+lease would have it run again elsewhere.
+
 The health check and the metrics are never shed: a load balancer must not
 take a busy server for a dead one, and a busy server is when its metrics
 matter most.
@@ -49,6 +57,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Paths never refused for load.
 NEVER_SHED = frozenset({"/api/v1/health", "/metrics"})
+#: Paths of new work, refused first.
+NEW_WORK = frozenset({"/api/v1/matcher/request-job"})
+#: How many times max_in_flight any other request may find in progress.
+OTHERS_HEADROOM = 2
 
 
 def busy_response(in_flight: int, wait: int) -> JSONResponse:
@@ -105,7 +117,10 @@ class Backpressure:
             return
         window = self.window
         window.roll(time.monotonic())
-        if self.in_flight >= self.settings.max_in_flight:
+        limit = self.settings.max_in_flight
+        if scope.get("path") not in NEW_WORK:
+            limit *= OTHERS_HEADROOM
+        if self.in_flight >= limit:
             window.refused += 1
             wait = retry_after(self.settings, max(window.refused, window.last_refused),
                                max(window.answered, window.last_answered))
