@@ -38,7 +38,7 @@ def server(tmp_path_factory) -> ServerHandle:
 
 
 @pytest.fixture(scope="module")
-def tokens(server) -> Tokens:
+def server_tokens(server) -> Tokens:
     return Tokens(server)
 
 
@@ -54,7 +54,8 @@ def same_everywhere(found: list[Scrape], name: str, **labels: str) -> float:
     return values.pop()
 
 
-def test_the_numbers_move_as_a_pilot_matches_jobs(server, tokens, tmp_path):
+def test_the_numbers_move_as_a_pilot_matches_jobs(server, server_tokens, tmp_path):
+    tokens = server_tokens
     before = scrapes(server.url)
     matched_before = same_everywhere(before, "wms_match_requests_total", outcome="matched")
     no_match_before = same_everywhere(before, "wms_match_requests_total", outcome="no_match")
@@ -126,3 +127,15 @@ def test_a_database_that_does_not_answer_leaves_the_rest_of_the_scrape():
     assert found.value("wms_metrics_database_up") == 0
     assert "wms_waiting_jobs" not in found.names() and "wms_pilots" not in found.names()
     assert {"wms_server_processes", "wms_db_pool_connections_in_use"} <= found.names()   # the process's own
+
+
+def test_one_process_serves_its_own_registry(client, as_user):
+    """Without workers (`wms server`, `wms up`): the process's registry, with the
+    process collector beside ours, and the requests it just answered counted."""
+    assert as_user("roland").get("/jobs").status_code == 200
+    answer = client.get("/metrics")
+    assert answer.status_code == 200
+    found = Scrape(answer.text)
+    assert found.value("wms_http_requests_total", route="/api/v1/jobs", status="200") >= 1
+    assert found.value("wms_metrics_database_up") == 1
+    assert "process_cpu_seconds_total" in found.names()
