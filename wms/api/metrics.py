@@ -73,15 +73,42 @@ IN_FLIGHT = Gauge("wms_http_requests_in_flight", "HTTP requests the server proce
                   multiprocess_mode="livesum")
 
 
-def route_template(templates: Callable[[], list[tuple[re.Pattern[str], str]]], scope: Scope) -> str:
+class Templates:
+    """The API's path templates, from its OpenAPI description (read once, when first needed)."""
+
+    def __init__(self, api: FastAPI) -> None:
+        self.api = api
+        self._patterns: list[tuple[re.Pattern[str], str]] | None = None
+        self._known: frozenset[str] = frozenset()
+
+    def patterns(self) -> list[tuple[re.Pattern[str], str]]:
+        if self._patterns is None:
+            try:
+                paths = list(self.api.openapi().get("paths", {}))
+            except Exception:  # noqa: BLE001 - counting must never break an answer
+                log.exception("metrics: the API's path templates could not be read; unrouted requests "
+                              "are counted as unmatched")
+                paths = []
+            self._known = frozenset(paths)
+            self._patterns = [(compile_path(t)[0], t) for t in paths]
+        return self._patterns
+
+    def known(self, template: str) -> bool:
+        self.patterns()
+        return template in self._known
+
+
+def route_template(templates: Templates, scope: Scope) -> str:
     """The template of the route that served (or would serve) the request, or ``unmatched``."""
     route = scope.get("route")
     path = scope.get("path", "")
     if route is not None:
-        return _with_prefix(route, path)
+        template = _with_prefix(route, path)
+        # Only the API's own templates: a prefix taken from a path is never a label value.
+        return template if templates.known(template) else getattr(route, "path", UNMATCHED)
     # Not routed: refused before routing (load shedding, the input guard) or
     # unknown. The API's templates say which route it was meant for.
-    for regex, template in templates():
+    for regex, template in templates.patterns():
         if regex.match(path):
             return template
     return UNMATCHED
@@ -108,20 +135,7 @@ class HttpMetrics:
 
     def __init__(self, app: ASGIApp, api: FastAPI) -> None:
         self.app = app
-        self.api = api
-        self._templates: list[tuple[re.Pattern[str], str]] | None = None
-
-    def templates(self) -> list[tuple[re.Pattern[str], str]]:
-        """The API's path templates, from its OpenAPI description (built once, when first needed)."""
-        if self._templates is None:
-            try:
-                paths = self.api.openapi().get("paths", {})
-            except Exception:  # noqa: BLE001 - counting must never break an answer
-                log.exception("metrics: the API's path templates could not be read; unrouted requests "
-                              "are counted as unmatched")
-                paths = {}
-            self._templates = [(compile_path(t)[0], t) for t in paths]
-        return self._templates
+        self.templates = Templates(api)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
