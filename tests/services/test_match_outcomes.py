@@ -9,6 +9,7 @@ from prometheus_client import REGISTRY
 
 from tests.services.test_matcher import pilot, submit
 from wms.core.match.verdict import Code, Verdict
+from wms.core.reasons import Reason
 from wms.services import matcher, telemetry
 
 pytestmark = pytest.mark.databases
@@ -60,5 +61,5 @@ def test_a_full_queue_is_a_claim_tried_again_and_a_queue_no_match(runtime, now):
 def test_the_deciding_layer_of_several_denials(layers, deciding):
     denials = matcher.Denials()
     for layer in layers:
-        denials.add(Verdict(Code.NEVER, layer, f"no by {layer}"))
+        denials.add(Verdict(Code.NEVER, layer, Reason(f"NO_BY_{layer.upper()}", f"no by {layer}")))
     assert denials.deciding_layer() == deciding
