@@ -10,6 +10,11 @@ Transient failures (connection refused or reset, time-outs, HTTP 429 and
 :class:`NetworkError`. Callers catch :class:`ClientError` and carry on: one
 failed call must never bring the pilot down.
 
+A busy server (HTTP 429 or 503 with ``Retry-After``, docs/deployment.md
+"Backpressure") is not a failure: the pilot waits what it is told, plus
+jitter (pilot/backoff.py), and asks again, without using up its retries,
+for up to ``busy_patience`` seconds in all.
+
 A retried ``request-job`` whose first attempt did reach the server may
 leave a claimed job behind; the Matcher's lease returns it to Waiting, so
 retrying is still the better trade than losing the slot.
@@ -30,10 +35,16 @@ from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any, BinaryIO
 
+from pilot.backoff import busy_delay, retry_after
+
 API_PREFIX = "/api/v1"
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 log = logging.getLogger("pilot.client")
+
+
+# The statuses of a server shedding load, when they carry Retry-After.
+BUSY = (HTTPStatus.TOO_MANY_REQUESTS, HTTPStatus.SERVICE_UNAVAILABLE)
 
 
 class ClientError(Exception):
@@ -83,6 +94,7 @@ class Client:
         timeout: float = 30.0,
         retries: int = 3,
         backoff: float = 1.0,
+        busy_patience: float = 600.0,
         sleep: Callable[[float], Any] = time.sleep,
     ) -> None:
         base = url.rstrip("/")
@@ -92,6 +104,7 @@ class Client:
         self.timeout = timeout
         self.retries = max(0, retries)
         self.backoff = backoff
+        self.busy_patience = busy_patience
         self.sleep = sleep
 
     # -- transport ---------------------------------------------------------
@@ -115,6 +128,7 @@ class Client:
             sent["Content-Type"] = "application/octet-stream"
             sent["Content-Length"] = str(os.fstat(raw.fileno()).st_size)
         attempt = 0
+        busy_waited = 0.0
         while True:
             if raw is not None:
                 raw.seek(0)
@@ -133,6 +147,14 @@ class Client:
                     cls = JobLost if status == HTTPStatus.CONFLICT and path.startswith("/jobs/") else ApiError
                     raise cls(status, detail, method, path) from None
                 error: ClientError = ApiError(status, detail, method, path)
+                asked = retry_after(exc.headers.get("Retry-After")) if status in BUSY else None
+                if asked is not None:
+                    delay = busy_delay(asked)
+                    if busy_waited + delay <= self.busy_patience:
+                        log.info("%s %s: server busy (HTTP %d), asking again in %.1f s", method, path, status, delay)
+                        self.sleep(delay)
+                        busy_waited += delay
+                        continue
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 reason = getattr(exc, "reason", exc)
                 error = NetworkError(f"{method} {path}: {reason}")

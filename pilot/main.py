@@ -18,7 +18,9 @@ Lifecycle
        (:mod:`pilot.sandboxes`).
     4. Stops: a worker ends after ``--max-empty`` consecutive empty answers
        (a failed request counts as empty, so a dead server ends the pilot
-       too); no worker asks once the remaining lifetime is below
+       too), waiting longer after each (``--poll`` doubled, with jitter:
+       pilot/backoff.py); a busy server's 429 is not an empty answer, the
+       client waits out its Retry-After; no worker asks once the remaining lifetime is below
        ``--min-time-left``; SIGTERM/SIGINT terminate running jobs, which are
        reported Failed "Pilot stopped" (with ``--on-sigterm leave``, the
        choice of pilots sent to a batch system, a SIGTERM ends them
@@ -61,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from pilot import __version__, logs
+from pilot.backoff import empty_delay
 from pilot.client import DEFAULT_URL, Client, ClientError
 from pilot.credentials import CREDENTIAL_LOST, EXIT_CREDENTIAL, Keeper, load_token
 from pilot.orphans import Sessions, end_orphans, private_dir
@@ -114,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slots", type=int, help="concurrent slots (default: the cores this process may use)")
     p.add_argument("--pilot-id", help="default: host-pid-random")
     p.add_argument("--max-empty", type=int, default=3, help="stop a slot after N consecutive no-match answers")
-    p.add_argument("--poll", type=float, default=5.0, help="seconds to wait after an empty answer")
+    p.add_argument("--poll", type=float, default=5.0,
+                   help="seconds to wait after an empty answer (doubled after each further one, up to 8x, with jitter)")
     p.add_argument("--heartbeat", type=float, default=60.0, help="seconds between heartbeats of a running job")
     p.add_argument("--workdir", help="where job directories go (default: a temporary directory, removed at exit)")
     p.add_argument("--output-limit", type=int, default=DEFAULT_OUTPUT_LIMIT,
@@ -358,7 +362,9 @@ class Pilot:
                 if empty >= self.s.max_empty:
                     log.info("slot %d: %d empty answers in a row, stopping", index, empty)
                     break
-                self.stop.wait(self.s.poll)
+                # Longer after each empty answer in a row, and never in step
+                # with the other pilots (pilot/backoff.py).
+                self.stop.wait(empty_delay(self.s.poll, empty))
                 continue
             empty = 0
             spec, taken = got

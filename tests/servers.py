@@ -61,8 +61,10 @@ def wait_for(url: str, process: subprocess.Popen, timeout: float = 90, log: Path
 class ServerHandle:
     """A running `wms server`: its URL, environment, and `wms` commands against it."""
 
-    def __init__(self, tmp: Path, config: Path, url: str, env: dict[str, str]) -> None:
+    def __init__(self, tmp: Path, config: Path, url: str, env: dict[str, str],
+                 server_args: tuple[str, ...] = ()) -> None:
         self.tmp = tmp
+        self.server_args = server_args  # more `wms server` options (--workers N)
         self.config = config
         self.url = url
         self.env = env
@@ -126,7 +128,8 @@ class ServerHandle:
         port = self.url.rsplit(":", 1)[1]
         with self.log.open("a") as log:
             # The log goes to a file: a pipe nobody reads could fill up and block the server.
-            self.process = subprocess.Popen([*WMS, "server", "--bind", f"127.0.0.1:{port}"], env=self.env,
+            self.process = subprocess.Popen([*WMS, "server", "--bind", f"127.0.0.1:{port}", *self.server_args],
+                                            env=self.env,
                                             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
         if wait:
             self.wait_ready()
@@ -179,7 +182,7 @@ def edited_config(dest: Path, wms_yaml: Mapping[str, str]) -> Path:
 @contextmanager
 def running_server(tmp_path: Path, config_dir: Path | str | None = None,
                    tokens: Mapping[str, tuple[str, str, str, str]] | None = None,
-                   database_url: str | None = None) -> Iterator[ServerHandle]:
+                   database_url: str | None = None, server_args: tuple[str, ...] = ()) -> Iterator[ServerHandle]:
     """`wms server` on a fresh SQLite database in ``tmp_path`` (or on the
     empty database at ``database_url``); stopped on exit.
 
@@ -200,7 +203,7 @@ def running_server(tmp_path: Path, config_dir: Path | str | None = None,
         "WMS_URL": url,
     }
     env.pop("WMS_TOKEN", None)
-    handle = ServerHandle(tmp, config, url, env)
+    handle = ServerHandle(tmp, config, url, env, server_args)
     handle.ok("db", "upgrade")
     try:
         handle.start(wait=False)

@@ -45,11 +45,15 @@ from wms.services.tokens import create_token
 
 PATH = "/api/v1/matcher/request-job"
 REQUEST_TIMEOUT = 60.0
+# Seconds of waiting after which a pilot reconnects: uvicorn closes a
+# connection idle for 5 s (its timeout_keep_alive).
+IDLE_CLOSE = 4.0
 
 
 # ---------------------------------------------------------------- the server
-def bench_config_dir(into: Path) -> Path:
-    """The configuration directory with room for every job (bench_match.bench_config), on disk for a server."""
+def bench_config_dir(into: Path, backpressure: dict[str, int] | None = None) -> Path:
+    """The configuration directory with room for every job (bench_match.bench_config), on disk for a server;
+    ``backpressure`` replaces keys of wms.yaml's backpressure section."""
     source = config_dir_from_env(None)
     target = into / "config"
     shutil.copytree(source, target)
@@ -66,6 +70,10 @@ def bench_config_dir(into: Path) -> Path:
     cluster = yaml.safe_load((target / "cluster.yaml").read_text()) or {}
     cluster.setdefault("global", {})["complex_values"] = {"compiler_lic": SLOTS}
     (target / "cluster.yaml").write_text(yaml.safe_dump(cluster, sort_keys=False))
+    if backpressure:
+        settings = yaml.safe_load((target / "wms.yaml").read_text()) or {}
+        settings.setdefault("backpressure", {}).update(backpressure)
+        (target / "wms.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     return target
 
 
@@ -142,6 +150,8 @@ class Tally:
     latencies: list[float] = field(default_factory=list)
     matched: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    refused: int = 0          # 429 with Retry-After: the server shedding load, waited out as a pilot does
+    refused_without_retry_after: int = 0
 
 
 def pilot_body(rng: random.Random, queues, pilot_id: str) -> bytes:
@@ -154,19 +164,23 @@ def pilot_body(rng: random.Random, queues, pilot_id: str) -> bytes:
 
 
 async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes,
-                   body: bytes) -> tuple[int, bytes]:
-    """One request on a kept-alive connection: the status and the body of the answer."""
+                   body: bytes) -> tuple[int, bytes, float | None]:
+    """One request on a kept-alive connection: the status, the body and the Retry-After of the answer."""
     writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
     status = int((await reader.readline()).split(b" ", 2)[1])
     length = 0
+    wait: float | None = None
     while True:
         line = await reader.readline()
         if line in (b"\r\n", b""):
             break
         name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
+        name = name.strip().lower()
+        if name == b"content-length":
             length = int(value)
-    return status, await reader.readexactly(length)
+        elif name == b"retry-after" and value.strip().isdigit():
+            wait = float(value)
+    return status, await reader.readexactly(length), wait
 
 
 async def pilot(k: int, port: int, token: str, queues, deadline: float, seed: int, tally: Tally) -> None:
@@ -182,12 +196,22 @@ async def pilot(k: int, port: int, token: str, queues, deadline: float, seed: in
                 connection = await asyncio.open_connection("127.0.0.1", port)
             body = pilot_body(rng, queues, pilot_id)
             started = time.perf_counter()
-            status, answer = await asyncio.wait_for(exchange(*connection, head, body), REQUEST_TIMEOUT)
+            status, answer, wait = await asyncio.wait_for(exchange(*connection, head, body), REQUEST_TIMEOUT)
             elapsed = time.perf_counter() - started
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, IndexError) as exc:
             tally.errors.append(f"{type(exc).__name__}: {exc}")
             connection = _close(connection)
             await asyncio.sleep(0.1)
+            continue
+        if status == 429:
+            # Load shed: wait as a pilot does (pilot/backoff.py: at least Retry-After, up to half more).
+            if wait is None:
+                tally.refused_without_retry_after += 1
+                wait = 1.0
+            tally.refused += 1
+            if wait >= IDLE_CLOSE:      # the server closes idle connections: come back on a new one
+                connection = _close(connection)
+            await asyncio.sleep(min(wait * (1 + rng.random() / 2), max(0.0, deadline - loop.time())))
             continue
         if status != 200:
             tally.errors.append(f"HTTP {status}: {answer[:200].decode(errors='replace')}")
@@ -224,6 +248,12 @@ def percentile(ordered: list[float], q: float) -> float | None:
     return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
 
 
+def backpressure_options(args) -> dict[str, int]:
+    """--max-in-flight and --retry-after, for the server's wms.yaml."""
+    chosen = {"max_in_flight": getattr(args, "max_in_flight", None), "retry_after": getattr(args, "retry_after", None)}
+    return {key: value for key, value in chosen.items() if value is not None}
+
+
 def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     engine = make_engine(url)
     upgrade(engine)
@@ -235,7 +265,7 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     reference = pilots(url, args.threads, args.seconds, args.seed, time.time())
     in_process = len(reference["matched"]) / args.seconds
     tokens = pilot_tokens(engine, max(args.pilots))
-    server = Server(url, bench_config_dir(tmp), tmp / "server.log", workers=args.workers)
+    server = Server(url, bench_config_dir(tmp, backpressure_options(args)), tmp / "server.log", workers=args.workers)
     rows = []
     handed: list[int] = [*reference["matched"]]
     try:
@@ -253,6 +283,8 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
                 "requests_per_second": round(len(ordered) / args.seconds, 1),
                 "p50_ms": percentile(ordered, 0.50), "p99_ms": percentile(ordered, 0.99),
                 "errors": len(tally.errors), "first_error": tally.errors[0] if tally.errors else None,
+                "refused_per_second": round(tally.refused / args.seconds, 1),
+                "refused_without_retry_after": tally.refused_without_retry_after,
                 "server_cpu_ms_per_match": round(1000 * cpu / matches, 2) if matches else None,
                 "client_cpu_seconds": round(time.process_time() - own_before, 2),
                 "in_process_ratio": round(matches / args.seconds / in_process, 3) if in_process else None,
@@ -296,10 +328,13 @@ def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
     for i, count in enumerate(args.pilots):
         per_run = [r["rows"][i] for r in runs]
         rows.append({"pilots": count, **{key: median(row[key] for row in per_run) for key in (
-            "matches_per_second", "p50_ms", "p99_ms", "server_cpu_ms_per_match", "in_process_ratio")},
+            "matches_per_second", "p50_ms", "p99_ms", "server_cpu_ms_per_match", "in_process_ratio",
+            "refused_per_second")},
             "errors": sum(row["errors"] for row in per_run),
+            "refused_without_retry_after": sum(row.get("refused_without_retry_after", 0) for row in per_run),
             "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None)})
-    return {"benchmark": "http", "database": args.database, "workers": args.workers, "jobs": args.jobs,
+    return {"benchmark": "http", "database": args.database, "workers": args.workers,
+            "backpressure": backpressure_options(args), "jobs": args.jobs,
             "task_queues": args.task_queues,
             "seconds": args.seconds, "runs": len(runs),
             "in_process_matches_per_second": median(r["in_process_matches_per_second"] for r in runs),
@@ -313,10 +348,12 @@ def print_table(summary: dict[str, Any]) -> None:
     print(f"http on {summary['database']}, {summary['workers']} server worker(s): {summary['jobs']} jobs, {summary['task_queues']} task queues, "
           f"{summary['seconds']:.0f} s per step, median of {summary['runs']} run(s); in-process "
           f"{summary['in_process_matches_per_second']:.0f} matches/s; duplicates {summary['duplicates']}")
-    header = ("pilots", "matches/s", "of in-process", "p50 ms", "p99 ms", "errors", "server CPU ms/match")
+    header = ("pilots", "matches/s", "of in-process", "p50 ms", "p99 ms", "errors", "refused/s (429)",
+              "server CPU ms/match")
     table = [header] + [(
         str(r["pilots"]), shown(r["matches_per_second"], "{:.0f}"), shown(r["in_process_ratio"], "{:.0%}"),
-        shown(r["p50_ms"]), shown(r["p99_ms"]), str(r["errors"]), shown(r["server_cpu_ms_per_match"], "{:.2f}"),
+        shown(r["p50_ms"]), shown(r["p99_ms"]), str(r["errors"]), shown(r.get("refused_per_second"), "{:.0f}"),
+        shown(r["server_cpu_ms_per_match"], "{:.2f}"),
     ) for r in summary["rows"]]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:

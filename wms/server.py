@@ -174,6 +174,7 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
 
     from wms.api.app import create_app
     from wms.api.guard import REQUEST_THREAD_STACK
+    from wms.api.metrics import shared_metrics_directory
 
     # Threads started from here on (the ones that run requests among them)
     # get a stack deep enough for any text the input limits let through.
@@ -217,7 +218,8 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
                                                      **options), sockets=[sock])
             print(f"wms: serving http://{url_host(host)}:{port}/api/v1 with {workers} worker processes "
                   "(OpenAPI at /docs)", file=sys.stderr)
-            with contextlib.suppress(KeyboardInterrupt):
+            with contextlib.suppress(KeyboardInterrupt), shared_metrics_directory():
+                # the workers' counts, summed when scraped
                 supervisor.run()
             return 0
         server = uvicorn.Server(uvicorn.Config(create_app(runtime), **options))

@@ -268,6 +268,7 @@ def _alter_reservation(w: World, caller: str) -> Call:
 
 CALLS: dict[tuple[str, str], Callable[[World, str], Call]] = {
     ("GET", "/api/v1/health"): lambda w, c: Call("GET", API + "/health"),
+    ("GET", "/metrics"): lambda w, c: Call("GET", "/metrics"),
     ("POST", "/api/v1/jobs"): lambda w, c: Call("POST", API + "/jobs",
                                                 {"jdls": [{"source": "matrix.jdl", "text": CERN_ONLY}]}),
     ("GET", "/api/v1/jobs"): lambda w, c: Call("GET", API + "/jobs", shows=_ids("JobID", w.held)),

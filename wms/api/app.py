@@ -21,6 +21,8 @@ from wms.api import (
     routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
     routes_sandboxes,
 )
+from wms.api import metrics
+from wms.api.backpressure import Backpressure
 from wms.api.deps import public
 from wms.api import openapi
 from wms.api.responses import Health
@@ -64,6 +66,9 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.state.clock = clock
 
     app.add_middleware(InputGuard, runtime=runtime)
+    # Added after, so run before: shed load before any work, count everything.
+    app.add_middleware(Backpressure, settings=runtime.config.settings.backpressure)
+    metrics.install(app, runtime)
 
     @app.exception_handler(WmsError)
     def wms_error(request: Request, exc: WmsError) -> JSONResponse:

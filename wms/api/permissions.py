@@ -47,6 +47,7 @@ OUTCOMES = (OK, HIDDEN, "401", "403", "404")
 # One line per route: method, path, then one outcome per caller in CALLERS' order.
 _TABLE = """
 GET    /api/v1/health                          ok  ok  ok  ok     ok     ok     ok     ok     ok  ok
+GET    /metrics                                ok  ok  ok  ok     ok     ok     ok     ok     ok  ok
 POST   /api/v1/jobs                            401 401 401 ok     ok     ok     403    403    ok  ok
 GET    /api/v1/jobs                            401 401 401 ok     hidden hidden hidden ok     ok  ok
 GET    /api/v1/jobs/{job_id}                   401 401 401 ok     404    404    404    ok     ok  ok

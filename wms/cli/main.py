@@ -614,6 +614,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="numbers of concurrent pilots, one step each (default 1,4,32,256,1000)")
     b.add_argument("--threads", type=int, default=4, help="threads of the in-process reference run")
     b.add_argument("--workers", type=_positive, default=1, help="wms server --workers")
+    b.add_argument("--max-in-flight", type=_positive, dest="max_in_flight",
+                   help="the server's backpressure.max_in_flight (default: wms.yaml's)")
+    b.add_argument("--retry-after", type=_positive, dest="retry_after",
+                   help="the server's backpressure.retry_after, seconds (default: wms.yaml's)")
     b.add_argument("--seconds", type=float, default=10, help="seconds per step")
     b.add_argument("--runs", type=int, default=1, help="runs; medians are reported")
     b.add_argument("--seed", type=int, default=1)

@@ -223,6 +223,19 @@ class SandboxSettings(_Model):
         return SandboxLimits(file_bytes=self.file_bytes, job_bytes=self.job_bytes)
 
 
+class BackpressureSettings(_Model):
+    """``backpressure:``: how much one server process takes on at once (docs/deployment.md)."""
+
+    # Requests one server process works on at once (waiting for a request
+    # thread included); one more is answered 429 at once, with Retry-After.
+    max_in_flight: PositiveInt = 64
+    # Seconds a refused client is told to wait (the Retry-After header), at
+    # least: while many are refused, each is told to wait as long as this
+    # process needs to serve them all at its current rate, up to retry_after_max.
+    retry_after: Seconds = 5
+    retry_after_max: Seconds = 30
+
+
 Scope = Literal["owner", "group", "vo", "all"]
 OwnerOrAll = Literal["owner", "all"]
 
@@ -302,6 +315,9 @@ class Settings(_Model):
     max_jobs_per_submission: PositiveInt = 10000
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     sandboxes: SandboxSettings = Field(default_factory=SandboxSettings)
+
+
+    backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
     visibility: VisibilitySettings = Field(default_factory=VisibilitySettings)
     # Pilot logs and exit files of the SiteDirector's backends; for Slurm
     # pilots a directory the worker nodes share (docs/deployment.md).

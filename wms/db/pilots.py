@@ -138,3 +138,9 @@ def waiting_jobs_by_task_queue(conn: Connection) -> list[tuple[int, str | None, 
         .order_by(task_queues.c.tq_id)
     )
     return [(int(t), p, vo, int(n)) for t, p, vo, n in conn.execute(stmt).all()]
+
+
+def count_all_by_state(conn: Connection) -> dict[str, int]:
+    """Every pilot by state (one grouped query on the state index)."""
+    stmt = select(pilots.c.state, func.count()).group_by(pilots.c.state)
+    return {state: int(n) for state, n in conn.execute(stmt).all()}

@@ -43,6 +43,7 @@ from wms.db import pools as pools_db
 from wms.services.retry import run_in_transaction
 from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
+from wms.services import telemetry
 from wms.services import tokens as tokens_service
 from wms.services.runtime import Runtime
 
@@ -60,6 +61,30 @@ NO_WAITING = "no waiting job for the pools this queue serves"
 class MatchResult:
     job: dict[str, Any] | None
     reason: str = ""
+    # For a no-match, what decided it: the layer that denied the most task
+    # queues (pools, reservation, quota, global, host, queue, requirements),
+    # or one of telemetry's NO_CANDIDATE, TAKEN, RULES_CHANGING.
+    layer: str = ""
+
+
+class Denials:
+    """The denials of one request: how many task queues each reason and each layer kept away."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, int] = {}
+        self.layers: dict[str, int] = {}
+
+    def add(self, verdict: Verdict) -> None:
+        self.reasons[verdict.reason] = self.reasons.get(verdict.reason, 0) + 1
+        self.layers[verdict.layer] = self.layers.get(verdict.layer, 0) + 1
+
+    def __bool__(self) -> bool:
+        return bool(self.reasons)
+
+    def deciding_layer(self) -> str:
+        """The layer that kept the most task queues away (the first in layer order on a tie)."""
+        order = {layer.name: i for i, layer in enumerate(LAYERS)}
+        return min(self.layers, key=lambda name: (-self.layers[name], order.get(name, len(order)), name))
 
 
 # Within one request: (scope, resource) found full -> (its usage then, the
@@ -217,7 +242,7 @@ RULES_CHANGING = "resource quota sets are being changed: ask again"
 def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random | None = None) -> MatchResult:
     validate_request(runtime, request)
     rng = rng or random.Random()
-    result = MatchResult(None, RULES_CHANGING)
+    result = MatchResult(None, RULES_CHANGING, telemetry.RULES_CHANGING)
     for _ in range(RULES_CHANGED_ATTEMPTS):
         try:
             result = _request_job(runtime, request, now, rng)
@@ -225,7 +250,9 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
         except match_db.QuotaSetsChanged:
             # Another process stored new sets (and recounted the running
             # jobs under them): adopt them now and decide afresh.
+            telemetry.claim_retried(telemetry.RULES_CHANGED)
             quotas_service.adopt_now(runtime)
+    telemetry.match_answered(result.layer if result.job is None else None)
     log_decision(request, result)
     return result
 
@@ -247,7 +274,7 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
             request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))
         draw, views = candidates(runtime, reader, request)
     if not views:
-        return MatchResult(None, NO_WAITING)
+        return MatchResult(None, NO_WAITING, telemetry.NO_CANDIDATE)
     # After the reader is given back: the quota sets and reservations read
     # connections of their own, and a request holding two at once could
     # exhaust the pool under a burst (each request thread may hold one).
@@ -258,7 +285,7 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
     # queues, not all of them. Soft requests: a task queue with violations
     # waits until no eligible one without violations is left, then the
     # fewest go first.
-    denials: dict[str, int] = {}
+    denials = Denials()
     full: FullMemo = {}
     with_violations: list[tuple[int, TaskQueueView]] = []
     static = static_verdicts(runtime)
@@ -268,7 +295,7 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
         if not verdict.allowed:
             if verdict.code is Code.ERROR:
                 log.error("task queue %s on %s: %s", tq_id, request.ref.name, verdict.reason)
-            denials[verdict.reason] = denials.get(verdict.reason, 0) + 1
+            denials.add(verdict)
             continue
         violations = levels.soft_violations(ctx, view) if view.soft else 0
         if violations:
@@ -281,7 +308,9 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
         job = _try_claim(runtime, ctx, view, now, denials, full)
         if job is not None:
             return MatchResult(job)
-    return MatchResult(None, summarise(denials) if denials else NO_WAITING)
+    if not denials:
+        return MatchResult(None, NO_WAITING, telemetry.TAKEN)
+    return MatchResult(None, summarise(denials.reasons), denials.deciding_layer())
 
 
 def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) -> framework.Diagnosis:
@@ -300,7 +329,7 @@ def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) 
 
 
 def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,
-               denials: dict[str, int], full: FullMemo) -> dict[str, Any] | None:
+               denials: Denials, full: FullMemo) -> dict[str, Any] | None:
     debits = match_debits(ctx, view)
     for debit in debits:
         # A consumable found full earlier in this request rules out only the
@@ -308,14 +337,14 @@ def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: da
         # queue may need less of it (complex(5): per job category).
         known = full.get((debit.scope, debit.resource))
         if known is not None and not fits(debit.amount, debit.capacity, known[0]):
-            reason = _full_verdict(ctx, debit, *known).reason
-            denials[reason] = denials.get(reason, 0) + 1
+            denials.add(_full_verdict(ctx, debit, *known))
             return None
     create_usage_rows(runtime, debits)
     try:
         return _claim(runtime, ctx, view, debits, now, full)
     except _DoesNotFit as exc:
-        denials[exc.verdict.reason] = denials.get(exc.verdict.reason, 0) + 1
+        telemetry.claim_retried(telemetry.DOES_NOT_FIT)
+        denials.add(exc.verdict)
         return None
 
 
@@ -340,7 +369,8 @@ def _claim(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[
         job = run_in_transaction(engine, lambda conn: match_db.claim(
             conn, tq.tq_id, placement, source=SOURCE_MATCHER,
             debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits], rules_version=ctx.rules_version,
-        ), single_statement=match_db.one_call_commits_itself(engine))
+        ), single_statement=match_db.one_call_commits_itself(engine),
+            on_retry=lambda: telemetry.claim_retried(telemetry.CONFLICT))
     except match_db.DebitDoesNotFit as exc:
         with reading(engine) as conn:
             raise _DoesNotFit(_remember_full(conn, ctx, debits[exc.index], full)) from None

@@ -20,13 +20,15 @@ ATTEMPTS = 5
 
 
 def run_in_transaction(
-    engine: Engine, work: Callable[[Connection], T], attempts: int = ATTEMPTS, *, single_statement: bool = False
+    engine: Engine, work: Callable[[Connection], T], attempts: int = ATTEMPTS, *, single_statement: bool = False,
+    on_retry: Callable[[], object] | None = None,
 ) -> T:
     """Run ``work(conn)`` in a transaction; retry it whole on a retryable error.
 
     ``single_statement``: ``work`` runs ONE statement, which is its own
     transaction on an autocommit connection; this saves the BEGIN and
     COMMIT round trips (the Matcher's one-call claim).
+    ``on_retry`` is called before each new attempt (the metrics count them).
     """
     for attempt in range(1, attempts + 1):
         try:
@@ -39,5 +41,7 @@ def run_in_transaction(
             if attempt == attempts or not is_retryable(exc):
                 raise
             # Back off a little, with jitter, so colliding writers separate.
+            if on_retry is not None:
+                on_retry()
             time.sleep(random.uniform(0, 0.01 * 2**attempt))
     raise AssertionError("unreachable")

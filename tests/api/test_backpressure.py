@@ -1,0 +1,212 @@
+"""More pilots than the server can serve (docs/deployment.md, "Backpressure").
+
+A real `wms server` on PostgreSQL or MariaDB that works on at most two
+requests at a time (backpressure.max_in_flight: 2); a crowd of idle pilots
+asking for work without pause, each waiting out the Retry-After it gets; and
+real pilots (wms-pilot processes) with jobs to run in the middle of it.
+The server refuses quickly with 429 and Retry-After, never answers 5xx, and
+the pilots, told to come back later, finish every job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import statistics
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.api.pilots import pilot_tokens, start_pilot
+from tests.api.scraping import scrape
+from tests.helpers import log_tails, patience, wait_until
+from tests.pilot.conftest import LOCAL, USERS, jdl, pilot_config, submit
+from tests.servers import Tokens, running_server
+from wms.api.backpressure import Backpressure, Window, retry_after
+from wms.config.models import BackpressureSettings
+
+pytestmark = pytest.mark.databases
+
+CROWD = 8            # idle pilots asking without pause
+PILOTS = 4           # real pilots with jobs to run
+JOBS = 8
+MAX_IN_FLIGHT = 2
+REQUEST_JOB = "/api/v1/matcher/request-job"
+BUSY = re.compile(r"server busy: (?P<busy>\d+) requests in progress in this process "
+                  r"\(backpressure\.max_in_flight\); retry after (?P<wait>\d+) s")
+
+
+def busy_config(tmp: Path) -> Path:
+    config = pilot_config(tmp)
+    settings = yaml.safe_load((config / "wms.yaml").read_text()) or {}
+    settings["backpressure"] = {"max_in_flight": MAX_IN_FLIGHT, "retry_after": 1}
+    (config / "wms.yaml").write_text(yaml.safe_dump(settings))
+    return config
+
+
+class Crowd:
+    """Idle pilots (threads) asking for jobs of a pool that has none, as fast
+    as they are answered; a refused one waits what Retry-After says."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.answers: list[int] = []                           # statuses other than 429
+        self.refusals: list[tuple[float, str | None]] = []     # (seconds to the answer, Retry-After)
+        self.details: set[str] = set()                          # what the refusals said
+        self.threads = [threading.Thread(target=self.ask, args=(k,), daemon=True) for k in range(CROWD)]
+
+    def ask(self, k: int) -> None:
+        site, ce, queue = LOCAL
+        body = {"site": site, "ce": ce, "queue": queue, "host": f"idle{k}", "pilot_id": f"idle-{k}",
+                "pools": ["no-such-pool"], "slots": 1}
+        rng = random.Random(k)
+        with httpx.Client(base_url=self.url + "/api/v1", headers={"Authorization": f"Bearer {self.token}"},
+                          timeout=patience(60)) as client:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                answer = client.post("/matcher/request-job", json=body)
+                took = time.monotonic() - started
+                with self.lock:
+                    if answer.status_code == 429:
+                        self.refusals.append((took, answer.headers.get("retry-after")))
+                        self.details.add(answer.json()["detail"])
+                    else:
+                        self.answers.append(answer.status_code)
+                if answer.status_code == 429:
+                    self.stop.wait(float(answer.headers.get("retry-after", "1")) * (1 + rng.random() / 2))
+
+    def __enter__(self) -> "Crowd":
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=patience(60))
+
+
+@pytest.mark.parametrize("refused, answered, wait", [
+    (0, 0, 1),          # the first refusal: the least wait
+    (5, 300, 1),        # a few refused, many answered: the least wait
+    (900, 300, 3),      # three seconds of work for those refused
+    (901, 300, 4),
+    (1000, 0, 16),      # a burst, nothing answered yet: taken as 64 (max_in_flight) a second
+    (3000, 10, 30),     # the longest wait
+    (100000, 300, 30),
+])
+def test_the_wait_grows_with_the_crowd(refused, answered, wait):
+    settings = BackpressureSettings(max_in_flight=64, retry_after=1, retry_after_max=30)
+    assert retry_after(settings, refused, answered) == wait
+
+
+def test_the_counts_are_of_the_last_second():
+    window = Window()
+    window.roll(100.0)
+    window.refused, window.answered = 7, 3
+    window.roll(100.5)                                   # the same second
+    assert (window.refused, window.last_refused) == (7, 0)
+    window.roll(101.2)                                   # the next one: the last second's counts kept
+    assert (window.refused, window.answered, window.last_refused, window.last_answered) == (0, 0, 7, 3)
+    window.refused = 2
+    window.roll(105.0)                                   # quiet for seconds: nothing kept
+    assert (window.refused, window.last_refused, window.last_answered) == (0, 0, 0)
+
+
+def test_new_work_is_refused_first_and_nothing_stays_counted():
+    """A bound of one: a second request for a job is refused; a job's report
+    still gets in, up to twice the bound; when all end, nothing is in progress."""
+
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def held(scope, receive, send) -> None:           # a route busy until released
+            await release.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+        guard = Backpressure(held, BackpressureSettings(max_in_flight=1, retry_after=1))
+
+        async def call(path: str) -> tuple[int, dict[bytes, bytes]]:
+            sent: list[dict] = []
+
+            async def receive() -> dict:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message: dict) -> None:
+                sent.append(message)
+
+            await guard({"type": "http", "path": path, "method": "POST", "headers": []}, receive, send)
+            return sent[0]["status"], dict(sent[0]["headers"])
+
+        first = asyncio.create_task(call(REQUEST_JOB))
+        await asyncio.sleep(0)
+        status, headers = await call(REQUEST_JOB)
+        assert (status, headers[b"retry-after"]) == (429, b"1")          # new work: refused at the bound
+        report = asyncio.create_task(call("/api/v1/jobs/1/pilot-status"))
+        await asyncio.sleep(0)
+        assert guard.in_flight == 2                                      # a report still gets in
+        status, headers = await call("/api/v1/jobs/1/heartbeat")
+        # past twice the bound; two refused this second and none answered: 2 s
+        assert (status, headers[b"retry-after"]) == (429, b"2")
+        release.set()
+        assert [(await first)[0], (await report)[0]] == [200, 200]
+        assert guard.in_flight == 0
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
+def test_a_saturated_server_refuses_quickly_and_pilots_still_finish(backend, database_factory, tmp_path):
+    database_url = database_factory(backend)
+    with running_server(tmp_path, busy_config(tmp_path), tokens=USERS, database_url=database_url) as server:
+        tokens = Tokens(server)
+        tokens_of = pilot_tokens(database_url, [f"busy-{i}" for i in range(PILOTS)])
+        jobs = submit(server, tokens, tmp_path, *[jdl("true")] * JOBS)
+        pilots: list[tuple[subprocess.Popen, Path]] = []
+        try:
+            with Crowd(server.url, tokens["admin"]) as crowd:
+                wait_until(lambda: crowd.refusals, timeout=60, what="the crowd saturating the server")
+                pilots = [start_pilot(server, tokens_of[f"busy-{i}"], tmp_path, f"busy-{i}", max_empty=3)
+                          for i in range(PILOTS)]
+                wait_until(lambda: all(p.poll() is not None for p, _ in pilots), timeout=240,
+                           what="every pilot done", every=0.5, details=lambda: log_tails([log for _, log in pilots]))
+        finally:
+            for process, _ in pilots:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+
+        assert [p.returncode for p, _ in pilots] == [0] * PILOTS, log_tails([log for _, log in pilots])
+        with server.api(tokens["roland"]) as api:
+            states = [api.get(f"/jobs/{j}").raise_for_status().json()["Status"] for j in jobs]
+        assert states == ["Done"] * JOBS
+        # The pilots were told to wait, and did: the refusals were theirs too.
+        told = [log for _, log in pilots if "server busy (HTTP 429)" in log.read_text()]
+        assert told, log_tails([log for _, log in pilots])
+
+        # Every refusal came at once with its Retry-After; nothing else failed.
+        assert crowd.refusals
+        waits = {int(after or 0) for _, after in crowd.refusals}
+        assert min(waits) >= 1 and max(waits) <= 30, waits
+        # A request for a job is refused at the bound, and the reports of
+        # running jobs may take the process up to twice the bound meanwhile.
+        said = [BUSY.fullmatch(detail) for detail in crowd.details]
+        assert all(said), crowd.details
+        assert {int(m["busy"]) for m in said} <= set(range(MAX_IN_FLIGHT, 2 * MAX_IN_FLIGHT + 1))
+        assert {int(m["wait"]) for m in said} == waits
+        assert statistics.median(took for took, _ in crowd.refusals) < patience(0.5)
+        assert set(crowd.answers) <= {200}, sorted(set(crowd.answers))
+
+        found = scrape(server.url)
+        assert found.value("wms_http_requests_total", route=REQUEST_JOB, status="429") > 0
+        errors = {s for s in found.labels("wms_http_requests_total", "status") if s.startswith("5")}
+        assert errors == set()

@@ -1,0 +1,32 @@
+"""wms.yaml's ``backpressure:`` (docs/configuration.md): defaults, values, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.config.test_config import NO_ENV, _error, _write
+from wms.config import load_config
+
+
+def test_backpressure_has_defaults_and_can_be_set(tmp_path: Path) -> None:
+    default = load_config(tmp_path, environ=NO_ENV).settings.backpressure
+    assert (default.max_in_flight, default.retry_after, default.retry_after_max) == (64, 5, 30)
+    _write(tmp_path, "wms.yaml", "backpressure:\n  max_in_flight: 200\n  retry_after: 5\n  retry_after_max: 60\n")
+    chosen = load_config(tmp_path, environ=NO_ENV).settings.backpressure
+    assert (chosen.max_in_flight, chosen.retry_after, chosen.retry_after_max) == (200, 5, 60)
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("backpressure: {max_in_flight: 0}\n", 1, "backpressure.max_in_flight: must be greater than 0, got 0"),
+    ("backpressure:\n  retry_after: 0.5\n", 2, "backpressure.retry_after: expected an integer, got 0.5"),
+    ("backpressure:\n  max_in_flight: lots\n", 2, "backpressure.max_in_flight: expected an integer, got 'lots'"),
+    ("backpressure:\n  max_inflight: 10\n", 2, "backpressure.max_inflight: unknown key"),
+    ("backpressure:\n  retry_after_max: -1\n", 2, "backpressure.retry_after_max: must be greater than 0, got -1"),
+])
+def test_bad_backpressure_settings_name_file_line_and_problem(tmp_path: Path, text: str, line: int,
+                                                              message: str) -> None:
+    error = _error(tmp_path, "wms.yaml", text)
+    assert error.where == f"{tmp_path}/wms.yaml:{line}"
+    assert message in error.message, error.message
