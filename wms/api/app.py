@@ -16,8 +16,9 @@ from sqlalchemy.exc import OperationalError
 
 from wms import __version__
 from wms.api import (
-    routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
+    routes_console, routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
 )
+from wms.api.console import mount_console
 from wms.api.deps import public
 from wms.api.guard import InputGuard, error_response, one_line
 from wms.core.errors import Unavailable, WmsError
@@ -67,4 +68,6 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.include_router(routes_pilots.router, prefix=API_PREFIX)
     app.include_router(routes_reservations.router, prefix=API_PREFIX)
     app.include_router(routes_quotas.router, prefix=API_PREFIX)
+    app.include_router(routes_console.router, prefix=API_PREFIX)
+    mount_console(app)
     return app
