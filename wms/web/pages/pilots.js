@@ -1,0 +1,2 @@
+import {h, fill} from "../dom.js";
+export function render(main) { fill(main, h("h1", {}, "pilots")); }
