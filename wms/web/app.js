@@ -34,6 +34,7 @@ const ROUTES = [
 const main = document.getElementById("main");
 let me = null;        // /whoami of the signed-in token
 let cleanup = null;   // stops the shown page's live refresh
+let flash = null;     // what the last action did, for the page it went to
 
 const allowed = (action) => action === null || Boolean(me && me.Allowed[action]);
 
@@ -77,9 +78,12 @@ async function route() {
   }
   markCurrent(path);
   const params = pattern.exec(path).slice(1);
+  const said = flash;
+  flash = null;
   fill(main);
+  const go = (to, message = null) => { flash = message; location.hash = to; };
   try {
-    cleanup = await page.render(main, {me, allowed, params, go: (to) => { location.hash = to; }}) || null;
+    cleanup = await page.render(main, {me, allowed, params, go, flash: said}) || null;
   } catch (error) {
     fill(main, h("h1", {}, "Something went wrong"), h("p", {class: "notice error", role: "alert"}, error.message));
   }
