@@ -80,3 +80,21 @@ def test_every_console_action_names_a_route(client):
 
     table = role_table(client.app.routes, API_PREFIX)
     assert [a for a in ACTIONS if a not in table] == []
+
+
+def test_jobs_of_one_pilot(as_user):
+    roland, admin = as_user("roland"), as_user("admin")
+    first, second, third = submit(roland, 3)
+    for pilot_id in ("p1", "p1", "p2"):
+        answer = admin.post("/matcher/request-job", {**LOCAL, "host": "wn01", "pilot_id": pilot_id})
+        assert answer.json().get("match") is True, answer.text
+    held = {pilot: [j["JobID"] for j in admin.get("/jobs", params={"pilot": pilot}).json()] for pilot in ("p1", "p2")}
+    assert sorted(held["p1"] + held["p2"]) == [first, second, third] and len(held["p1"]) == 2
+    assert roland.get("/jobs", params={"pilot": "p2"}).json()[0]["JobID"] == held["p2"][0]  # own jobs only
+    assert admin.get("/jobs", params={"pilot": "nobody"}).json() == []
+
+
+def test_a_pilot_token_lists_only_its_own_pilots_jobs(as_user):
+    response = as_user("pilot").get("/jobs", params={"pilot": "someone-else"})
+    assert response.status_code == 403
+    assert response.json()["detail"] == "a pilot token lists only the jobs of its own pilot"

@@ -74,13 +74,17 @@ def job_status(runtime: Runtime, identity: Identity, job_ids: list[int]) -> list
 
 
 def list_jobs(
-    runtime: Runtime, identity: Identity, *, status: str | None = None, owner: str | None = None, limit: int | None = None
+    runtime: Runtime, identity: Identity, *, status: str | None = None, owner: str | None = None, limit: int | None = None,
+    pilot: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Jobs the caller may see: users their own, a pilot those it holds, admins anyone's (``owner`` filters)."""
+    """Jobs the caller may see: users their own, a pilot those it holds, admins anyone's (``owner`` filters;
+    ``pilot``: only those the pilot holds or last held)."""
     if status is not None and status not in {s.value for s in JobStatus}:
         raise InvalidInput(f"unknown status {status!r} (one of {', '.join(s.value for s in JobStatus)})")
-    held_by = None
+    held_by = pilot
     if identity.role == access.PILOT:
+        if pilot is not None and pilot != identity.pilot_id:
+            raise Forbidden("a pilot token lists only the jobs of its own pilot")
         if identity.pilot_id is None:
             return []
         held_by = identity.pilot_id
