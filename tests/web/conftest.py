@@ -1,7 +1,9 @@
 """The web console in real Chromium: Debian's /usr/bin/chromium driven by
 Playwright (its own browser download cannot be fetched, so it is launched
 with ``executable_path``), against a real `wms server` on SQLite and on
-PostgreSQL; one server and one browser per test module.
+PostgreSQL; one server per database and one browser for the whole of
+tests/web (each start costs seconds on a loaded machine), every test in a
+new browser context of its own.
 
 Every test saves a screenshot of each page it went through under
 ``WMS_TEST_ARTIFACTS`` (default ``var/test-artifacts``), in
@@ -39,7 +41,7 @@ def artefacts() -> Path:
     return Path(os.environ.get("WMS_TEST_ARTIFACTS") or REPO / "var" / "test-artifacts") / "console"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser() -> Iterator:
     """One headless Chromium for the module."""
     if shutil.which(CHROMIUM) is None:
@@ -57,7 +59,7 @@ def browser() -> Iterator:
         launched.close()
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="package", params=["sqlite", "postgresql"])
 def console_server(request, tmp_path_factory, database_factory) -> Iterator[ServerHandle]:
     """`wms server` on a new database of each backend, with tokens for roland (user),
     admin (manager) and oper (operator) in ``server.issued``."""
@@ -68,7 +70,7 @@ def console_server(request, tmp_path_factory, database_factory) -> Iterator[Serv
         yield handle
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def tokens(console_server) -> Tokens:
     return Tokens(console_server)
 

@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from playwright.sync_api import expect
 
 from tests.e2e.processes import kill_pilots
 from tests.helpers import REPO, interruptible, log_tails, patience, wait_until
 
 BIN = Path(sys.executable).parent
+LOCAL_SITE = "DIRAC.Local.ch"
 HELLO = '[ Executable = "/bin/sh"; Arguments = "-c \'echo piloted\'"; JobName = "piloted"; CPUTime = 600; ]'
 
 
@@ -121,6 +123,10 @@ def agents(console_server, tmp_path_factory):
     subprocess.run(["cp", "-r", str(console_server.config), str(config)], check=True)
     wms_yaml = config / "wms.yaml"
     wms_yaml.write_text(re.sub(r"(?m)^  site_director: \d+", "  site_director: 2", wms_yaml.read_text()))
+    # Pilots for the local queue only: one pilot, not one per queue of the grid.
+    resources = yaml.safe_load((config / "resources.yaml").read_text())
+    resources["Sites"] = {LOCAL_SITE: resources["Sites"][LOCAL_SITE]}
+    (config / "resources.yaml").write_text(yaml.safe_dump(resources))
     log = where / "agents.log"
     env = {**console_server.env, "WMS_CONFIG": str(config)}
     with log.open("w") as out:
@@ -150,14 +156,16 @@ def test_pilots_by_queue_and_state_with_their_jobs(console, console_server, agen
 
     wait_until(done, timeout=120, what=f"job {job_id} Done in a pilot of the SiteDirector",
                details=lambda: log_tails([log]))
-    [pilot] = [p for p in console_server.json("pilots", token=admin) if p["JobsRun"]]
+    with console_server.api(admin) as api:
+        [pilot] = [p for p in api.get("/pilots").json()
+                   if job_id in [j["JobID"] for j in api.get("/jobs", params={"pilot": p["PilotID"]}).json()]]
     tab = console()
     tab.sign_in(admin)
     tab.go("pilots", "Pilots")
     queue = tab.page.get_by_role("region", name=f"Pilots of {pilot['Queue']}")
     row = queue.locator("tr", has_text=pilot["PilotID"])
     expect(row).to_be_visible()
-    row.get_by_text(re.compile(r"^\d+ jobs?$")).click()
+    row.get_by_text("Jobs of this pilot").click()  # read when opened
     expect(row.get_by_role("link", name=f"job {job_id}")).to_be_visible()
     tab.shot("17-pilots")
     row.get_by_role("link", name=f"job {job_id}").click()

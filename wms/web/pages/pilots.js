@@ -6,7 +6,7 @@ import {h, fill, notice, table, when} from "../dom.js";
 
 function pilotJobs(pilot) {
   const list = h("div");
-  const details = h("details", {}, h("summary", {}, `${pilot.JobsRun} job${pilot.JobsRun === 1 ? "" : "s"}`), list);
+  const details = h("details", {}, h("summary", {}, "Jobs of this pilot"), list);
   details.addEventListener("toggle", async () => {
     if (!details.open || list.childElementCount) return;
     try {
@@ -39,7 +39,7 @@ export async function render(main) {
     return h("section", {class: "card", "aria-label": `Pilots of ${queue}`, dataset: {queue}},
       h("h2", {}, queue),
       h("p", {class: "states"}, Object.entries(states).sort().map(([s, n]) => `${s} ${n}`).join(" · ")),
-      table(`Pilots of ${queue}`, ["PilotID", "State", "Backend", "VO", "Submitted", "LastUpdate", "Jobs"], rows,
+      table(`Pilots of ${queue}`, ["PilotID", "State", "Backend", "VO", "Submitted", "LastUpdate", "JobsRun", "Jobs"], rows,
         (p, c) => c === "Jobs" ? pilotJobs(p) : c === "Submitted" || c === "LastUpdate" ? when(p[c]) : p[c]));
   }));
 }
