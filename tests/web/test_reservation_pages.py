@@ -66,6 +66,7 @@ def test_a_reservation_made_in_the_form_is_listed_altered_and_deleted(console, c
 
     row.get_by_role("link", name=ar_id).click()
     page.get_by_role("button", name="Delete (qrdel)").click()
+    page.get_by_role("button", name=f"Delete reservation {ar_id}").click()
     expect(page.get_by_role("heading", level=1, name="Reservations")).to_be_visible()
     expect(page.locator("#ar-status")).to_have_text(f"admin deleted advance reservation {ar_id}")
     expect(page.get_by_role("region", name="Advance reservations (qrstat)").locator("tbody tr",

@@ -72,3 +72,16 @@ export function bar(label, used, total, shown) {
       high: total * 0.9, optimum: 0, "aria-label": `${label}: ${shown}`, class: ratio >= 1 ? "full" : ""}),
     h("span", {class: "bar-text"}, shown));
 }
+
+/** Ask in place before a destructive action: `box` shows the question with a
+ * confirming and a cancelling button; `onYes` runs on confirmation; the focus
+ * goes back to `back` on cancel. */
+export function confirmInPlace(box, question, yesLabel, onYes, back) {
+  const yes = h("button", {type: "button", class: "danger"}, yesLabel);
+  const no = h("button", {type: "button"}, "Cancel");
+  fill(box, h("p", {}, question), yes, no);
+  box.hidden = false;
+  no.addEventListener("click", () => { box.hidden = true; back?.focus(); });
+  yes.addEventListener("click", async () => { box.hidden = true; await onYes(); });
+  yes.focus();
+}

@@ -3,7 +3,7 @@
 // job from it.
 
 import {api, get} from "../api.js";
-import {h, fill, notice, table, when} from "../dom.js";
+import {h, fill, notice, table, when, confirmInPlace} from "../dom.js";
 
 const FINAL = new Set(["Done", "Failed", "Killed"]);
 export const REFRESH_MS = 2000;
@@ -64,9 +64,15 @@ export async function render(main, {params, allowed}) {
       item("Site", job.Site), item("Queue", job.Queue), item("Reservation", job.AR ?? "none"),
       item("SubmitPool", job.SubmitPool || "none"), item("Task queue", job.TaskQueue ?? ""),
       item("Submitted", when(job.SubmissionTime)), item("Last update", when(job.LastUpdateTime)));
+  }
+
+  // Rebuilt only when the state changes, so a refresh never takes away a question being answered.
+  function showActions(job) {
     fill(actions);
     if (allowed("POST /jobs/kill") && !FINAL.has(job.Status)) {
-      actions.append(h("button", {type: "button", class: "danger", id: "kill-job", onclick: async () => {
+      const kill = h("button", {type: "button", class: "danger", id: "kill-job"}, "Kill this job");
+      const confirmBox = h("div", {class: "confirm", hidden: true, role: "group", "aria-label": "Confirm kill"});
+      kill.addEventListener("click", () => confirmInPlace(confirmBox, `Kill job ${jobId}?`, `Kill job ${jobId}`, async () => {
         try {
           const answer = await api("POST", "/jobs/kill", {job_ids: [jobId]});
           fill(status, notice(answer.killed.length ? `Job ${jobId} killed.` : `Not killed: ${Object.values(answer.not_killed).join("")}`));
@@ -74,7 +80,8 @@ export async function render(main, {params, allowed}) {
         } catch (error) {
           fill(status, notice(`Not killed: ${error.message}`, "error"));
         }
-      }}, "Kill this job"));
+      }, kill));
+      actions.append(kill, confirmBox);
     }
   }
 
@@ -85,6 +92,7 @@ export async function render(main, {params, allowed}) {
       const changed = !last || last.Status !== job.Status || last.MinorStatus !== job.MinorStatus;
       showSummary(job);
       if (changed || force) {
+        showActions(job);
         fill(history, table("Status history", ["Status", "MinorStatus", "Source", "Time"],
           await get(`/jobs/${jobId}/history`), (row, c) => c === "Time" ? when(row.Time) : row[c]));
         await loadOutput(job);

@@ -2,7 +2,7 @@
 // (by any column's header), with the selected jobs killed in one request.
 
 import {api, get} from "../api.js";
-import {h, fill, field, notice, when} from "../dom.js";
+import {h, fill, field, notice, when, confirmInPlace} from "../dom.js";
 
 export const STATES = ["Received", "Checking", "Waiting", "Matched", "Running", "Done", "Failed", "Killed",
   "Stalled"];
@@ -95,13 +95,8 @@ export async function render(main, {allowed}) {
 
   killButton.addEventListener("click", () => {
     const ids = [...state.selected].sort((a, b) => a - b);
-    const yes = h("button", {type: "button", class: "danger", id: "confirm-kill"}, `Kill ${ids.length} job${ids.length > 1 ? "s" : ""}`);
-    const no = h("button", {type: "button"}, "Cancel");
-    fill(confirmBox, h("p", {}, `Kill job${ids.length > 1 ? "s" : ""} ${ids.join(", ")}?`), yes, no);
-    confirmBox.hidden = false;
-    no.addEventListener("click", () => { confirmBox.hidden = true; killButton.focus(); });
-    yes.addEventListener("click", async () => {
-      confirmBox.hidden = true;
+    const plural = ids.length > 1 ? "s" : "";
+    confirmInPlace(confirmBox, `Kill job${plural} ${ids.join(", ")}?`, `Kill ${ids.length} job${plural}`, async () => {
       try {
         const answer = await api("POST", "/jobs/kill", {job_ids: ids});
         const kept = Object.entries(answer.not_killed).map(([id, why]) => `${id} ${why}`);
@@ -112,8 +107,7 @@ export async function render(main, {allowed}) {
         fill(status, notice(`Nothing killed: ${error.message}`, "error"));
       }
       killButton.focus();
-    });
-    yes.focus();
+    }, killButton);
   });
 
   async function load() {

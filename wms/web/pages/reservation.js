@@ -1,7 +1,7 @@
 // One advance reservation as `qrstat -ar ID` shows it, qralter's changes, and qrdel.
 
 import {api, get, query} from "../api.js";
-import {h, fill, field, notice, when} from "../dom.js";
+import {h, fill, field, notice, when, confirmInPlace} from "../dom.js";
 import {commaList, zoned} from "./reservations.js";
 
 function detail(ar) {
@@ -75,15 +75,17 @@ export async function render(main, {params, go, flash}) {
       return;
     }
     const remove = h("button", {type: "button", class: "danger", id: "ar-delete"}, "Delete (qrdel)");
-    remove.addEventListener("click", async () => {
-      try {
-        const answer = await api("POST", "/reservations/delete", {selectors: [String(ar.ar_id)]});
-        go("#/reservations", answer.messages.join(" "));
-      } catch (error) {
-        fill(status, notice(error.message, "error"));
-      }
-    });
-    fill(body, detail(ar), h("div", {class: "actions"}, remove), alterForm(ar, status, reload));
+    const confirmBox = h("div", {class: "confirm", hidden: true, role: "group", "aria-label": "Confirm delete"});
+    remove.addEventListener("click", () => confirmInPlace(confirmBox,
+      `Delete advance reservation ${ar.ar_id}? Its jobs are deleted first.`, `Delete reservation ${ar.ar_id}`, async () => {
+        try {
+          const answer = await api("POST", "/reservations/delete", {selectors: [String(ar.ar_id)]});
+          go("#/reservations", answer.messages.join(" "));
+        } catch (error) {
+          fill(status, notice(error.message, "error"));
+        }
+      }, remove));
+    fill(body, detail(ar), h("div", {class: "actions"}, remove), confirmBox, alterForm(ar, status, reload));
   }
   await reload();
 }
