@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from tests.e2e.processes import missing_service
 from tests.helpers import REPO, patience
 from tests.servers import ServerHandle, Tokens, running_server
 
+BIN = Path(sys.executable).parent
 CHROMIUM = os.environ.get("WMS_CHROMIUM", "/usr/bin/chromium")
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
@@ -35,6 +38,13 @@ USERS = {
 }
 #: How long the browser waits for what a page should show (scaled by WMS_TEST_PATIENCE).
 WAIT_MS = patience(20) * 1000
+
+
+def grid_engine(server: ServerHandle, command: str, *args: str, token: str = "admin") -> subprocess.CompletedProcess:
+    """``qconf``/``qrsub``/``qrstat``/``qquota`` ARGS against the server, with the token of ``token``."""
+    env = {**server.env, "WMS_TOKEN": server.issued[token]}
+    return subprocess.run([str(BIN / command), *args], env=env, capture_output=True, text=True, cwd=REPO,
+                          timeout=patience(60))
 
 
 def artefacts() -> Path:

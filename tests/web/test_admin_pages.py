@@ -10,24 +10,17 @@ import re
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 from playwright.sync_api import expect
 
 from tests.e2e.processes import kill_pilots
-from tests.helpers import REPO, interruptible, log_tails, patience, wait_until
+from tests.helpers import interruptible, log_tails, patience, wait_until
+from tests.web.conftest import grid_engine
 
-BIN = Path(sys.executable).parent
 LOCAL_SITE = "DIRAC.Local.ch"
 HELLO = '[ Executable = "/bin/sh"; Arguments = "-c \'echo piloted\'"; JobName = "piloted"; CPUTime = 600; ]'
-
-
-def grid_engine(server, command: str, *args: str, token: str = "admin") -> subprocess.CompletedProcess:
-    env = {**server.env, "WMS_TOKEN": server.issued[token]}
-    return subprocess.run([str(BIN / command), *args], env=env, capture_output=True, text=True, cwd=REPO,
-                          timeout=patience(60))
 
 
 def after_position(message: str) -> str:

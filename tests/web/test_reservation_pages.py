@@ -4,25 +4,14 @@ qralter does, deleted as qrdel does; refused with qrsub's own message."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from playwright.sync_api import expect
 
-from tests.helpers import REPO, patience
+from tests.web.conftest import grid_engine
 
-BIN = Path(sys.executable).parent
 FORM = "%Y-%m-%dT%H:%M:%S"   # a datetime-local field, in the browser's (this machine's) zone
 QRSUB_TIME = "%Y%m%d%H%M"   # qrsub's [[CC]YY]MMDDhhmm
-
-
-def grid_engine(server, command: str, *args: str) -> subprocess.CompletedProcess:
-    """``qrstat``/``qrsub``/... as the manager, against the server."""
-    env = {**server.env, "WMS_TOKEN": server.issued["admin"]}
-    return subprocess.run([str(BIN / command), *args], env=env, capture_output=True, text=True, cwd=REPO,
-                          timeout=patience(60))
 
 
 def test_a_reservation_made_in_the_form_is_listed_altered_and_deleted(console, console_server):
