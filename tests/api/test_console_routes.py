@@ -71,6 +71,8 @@ def test_the_console_is_served_under_ui(client):
     assert page.status_code == 200 and "<title>" in page.text
     assert client.get("/ui/app.js").headers["content-type"].startswith("text/javascript")
     assert client.get("/ui/missing.js").status_code == 404
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-content-type-options"] == "nosniff"
 
 
 def test_every_console_action_names_a_route(client):
