@@ -80,7 +80,22 @@ def test_overview_counts_and_refreshes_without_reloading(console, console_server
     expect(waiting).to_have_text(str(before + 1), timeout=WAIT_MS)
     assert tab.page.evaluate("() => window.notReloaded") is True
     expect(tab.page.get_by_role("heading", name="Pilots by state")).to_be_visible()
+
+    # The local queue has 4 slots: four jobs handed to pilots fill it, and the overview says so, live.
+    admin = console_server.issued["admin"]
+    ids = [submit(console_server, admin, HELLO) for _ in range(4)]
+    with console_server.api(admin) as api:
+        for n in range(4):
+            answer = api.post("/matcher/request-job", json={
+                "site": LOCAL[0], "ce": LOCAL[1], "queue": LOCAL[2], "host": "wn01", "pilot_id": f"overview-{n}",
+                "platform": "x86_64-el9", "cpu_time_left": 100000}).json()
+            assert answer.get("match") and answer["job"]["JobID"] in ids, answer
+    full = tab.page.locator("#full-queues li", has_text="DIRAC.Local.ch/localhost/default")
+    expect(full).to_have_text("DIRAC.Local.ch/localhost/default (queue): slots")
+    expect(tab.page.locator("#recent-matches")).not_to_have_text("0")
     tab.shot("02-overview")
+    console_server.ok("kill", *map(str, ids), token=admin)  # their slots are free again at once
+    expect(full).to_have_count(0)
 
 
 def test_submit_shows_the_error_at_its_line_then_a_pilot_runs_the_job_to_done(console, console_server, tokens,
