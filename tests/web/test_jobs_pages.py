@@ -225,6 +225,18 @@ def test_a_plain_user_is_not_offered_what_the_role_may_not_do(console, console_s
     expect(manager.page.get_by_role("navigation", name="Pages").get_by_role("link", name="Pilots")).to_be_visible()
 
 
+def test_a_pilot_token_is_offered_only_what_a_pilot_may_read(console, console_server, tokens):
+    tab = console()
+    tab.open()
+    tab.page.get_by_label("Bearer token").fill(tokens[f"console-reader-{console_server.backend}"])
+    tab.page.get_by_role("button", name="Sign in").click()
+    nav = tab.page.get_by_role("navigation", name="Pages")
+    expect(nav.get_by_role("link")).to_have_text(["Jobs", "Queues and pools", "Complexes"])
+    expect(tab.page.get_by_role("heading", level=1, name="Jobs")).to_be_visible()  # no overview for a pilot
+    expect(tab.page.get_by_text("0 of 0 jobs shown.")).to_be_visible()  # it holds none
+    expect(tab.page.get_by_role("button", name="Kill selected")).to_have_count(0)
+
+
 def test_pages_are_readable_at_a_phones_width(console, console_server):
     tab = console(PHONE)
     tab.sign_in(console_server.issued["roland"])
