@@ -70,6 +70,19 @@ def test_sign_in_refuses_a_bad_token_and_keeps_a_good_one_for_the_session(consol
     assert tab.page.evaluate("() => sessionStorage.length") == 0
 
 
+def test_a_revoked_token_signs_the_tab_out_with_the_reason(console, console_server):
+    token = console_server.token("revoked", "lhcb_user", "lhcb", "user")
+    tab = console()
+    tab.sign_in(token)
+    expect(tab.page.get_by_role("heading", level=1, name="Overview")).to_be_visible()
+    [view] = [t for t in console_server.json("admin", "token", "list") if t["User"] == "revoked"]
+    console_server.ok("admin", "token", "revoke", view["ID"])
+    # The overview's next refresh gets a 401 (within token_cache_seconds in another process).
+    expect(tab.page.get_by_role("heading", name="Sign in")).to_be_visible()
+    expect(tab.page.get_by_role("alert")).to_have_text(re.compile(r"^Signed out: .*revoked"))
+    assert tab.page.evaluate("() => sessionStorage.length") == 0
+
+
 def test_overview_counts_and_refreshes_without_reloading(console, console_server):
     tab = console()
     tab.sign_in(console_server.issued["admin"])

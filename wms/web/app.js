@@ -35,6 +35,7 @@ const main = document.getElementById("main");
 let me = null;        // /whoami of the signed-in token
 let cleanup = null;   // stops the shown page's live refresh
 let flash = null;     // what the last action did, for the page it went to
+let turns = 0;        // navigations so far: a page that finishes loading late is not shown
 
 const allowed = (action) => action === null || Boolean(me && me.Allowed[action]);
 
@@ -80,13 +81,23 @@ async function route() {
   const params = pattern.exec(path).slice(1);
   const said = flash;
   flash = null;
-  fill(main);
   const go = (to, message = null) => { flash = message; location.hash = to; };
+  // The page is built apart and shown only if no newer navigation came while it loaded.
+  const turn = ++turns;
+  const view = h("div", {class: "view"});
+  let stop = null;
   try {
-    cleanup = await page.render(main, {me, allowed, params, go, flash: said}) || null;
+    stop = await page.render(view, {me, allowed, params, go, flash: said}) || null;
   } catch (error) {
-    fill(main, h("h1", {}, "Something went wrong"), h("p", {class: "notice error", role: "alert"}, error.message));
+    if (error.status === 401) return; // signed out already: the sign-in page says why
+    fill(view, h("h1", {}, "Something went wrong"), h("p", {class: "notice error", role: "alert"}, error.message));
   }
+  if (turn !== turns || !me) {
+    if (stop) stop();
+    return;
+  }
+  cleanup = stop;
+  fill(main, view);
   const heading = main.querySelector("h1");
   document.title = `${heading ? heading.textContent : "WMS"} - WMS console`;
   // A new page: move the focus to it, as a page load would (keyboard and screen-reader users).
@@ -101,6 +112,7 @@ async function onSignedIn(token, who) {
 }
 
 function signOut(reason) {
+  turns += 1;
   session.signOut();
   me = null;
   document.getElementById("nav").hidden = true;

@@ -95,10 +95,7 @@ export async function render(main, {params, go, flash}) {
   fill(main, h("h1", {}, creating ? "New reservation" : "Reservations"),
     creating ? null : h("div", {class: "actions"}, h("a", {href: "#/reservations/new", class: "button"}, "New reservation")),
     status, creating ? newForm(status, go) : list);
-  if (creating) {
-    main.querySelector("#ar-start").focus();
-    return;
-  }
+  if (creating) return;
   const rows = await get("/reservations");
   fill(list, table("Advance reservations (qrstat)", ["AR-ID", "name", "user", "state", "start at", "end at", "duration"],
     rows, (ar, c) => ({
