@@ -110,6 +110,13 @@ def test_overview_counts_and_refreshes_without_reloading(console, console_server
     console_server.ok("kill", *map(str, ids), token=admin)  # their slots are free again at once
     expect(full).to_have_count(0)
 
+    tab.page.locator('.count[data-state="Killed"] a').click()  # a state leads to its jobs
+    expect(tab.page.get_by_role("heading", level=1, name="Jobs")).to_be_visible()
+    expect(tab.page.get_by_label("State")).to_have_value("Killed")
+    shown = {int(t) for t in tab.page.locator("td[data-column=JobID]").all_inner_texts()}
+    assert set(ids) <= shown
+    assert set(tab.page.locator("td[data-column=Status]").all_inner_texts()) == {"Killed"}
+
 
 def test_submit_shows_the_error_at_its_line_then_a_pilot_runs_the_job_to_done(console, console_server, tokens,
                                                                               tmp_path):
