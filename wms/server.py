@@ -114,7 +114,8 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
         config = load_config(config_dir_from_env(config_dir))
         host, port = parse_bind(bind or config.settings.bind)
         runtime = Runtime.create(config)
-        quotas_service.initial_rule_sets(runtime)  # a bad config/rqs file stops start-up
+        # A bad config/rqs file stops start-up.
+        quotas_service.read_rule_set_files(runtime, runtime.configured_complexes)
         if embedded:
             upgrade(runtime.engine)
             token_path = ensure_local_token(runtime)

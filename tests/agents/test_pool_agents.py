@@ -31,7 +31,7 @@ def run_to_done(runtime, now, job_id):
 
 def test_a_pool_goes_only_after_its_jobs_and_the_grace(runtime, now):
     [job_id] = submit_jobs(runtime, ROLAND, [("a.jdl", SOFTWARE)], SubmitOptions(), now)
-    [pool] = [p["SubmitPool"] for p in pools_service.list_pools(runtime)]
+    [pool] = [p["SubmitPool"] for p in pools_service.list_pools(runtime, ADMIN)]
     grace = runtime.config.settings.submit_pool_grace
     # The job still waits: the pool stays whatever the time.
     assert pools_service.clean_submit_pools(runtime, now + timedelta(days=30))["pools_removed"] == 0
@@ -42,7 +42,7 @@ def test_a_pool_goes_only_after_its_jobs_and_the_grace(runtime, now):
     assert report == {"pools_removed": 0, "task_queues_removed": 1}
     report = pools_service.clean_submit_pools(runtime, now + timedelta(seconds=grace + 1))
     assert report == {"pools_removed": 1, "task_queues_removed": 0}
-    assert pools_service.list_pools(runtime) == []
+    assert pools_service.list_pools(runtime, ADMIN) == []
     assert pools_service.submit_pools_for_queue(runtime, "DIRAC.Local.ch", "localhost", "default") == []
     assert pool
     # The finished job keeps its history.

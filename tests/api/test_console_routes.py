@@ -80,7 +80,7 @@ def test_every_console_action_names_a_route(client):
     from wms.api.policies import role_table
     from wms.api.routes_console import ACTIONS
 
-    table = role_table(client.app.routes, API_PREFIX)
+    table = role_table(client.app, API_PREFIX)
     assert [a for a in ACTIONS if a not in table] == []
 
 

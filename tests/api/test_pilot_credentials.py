@@ -86,13 +86,13 @@ def test_one_pilot_cannot_report_heartbeat_or_upload_for_another_pilots_job(runt
         response = intruder.post(path, {"pilot_id": "p-owner", "attempt": attempt, **body})
         assert response.status_code == 403, (path, response.text)
         assert "cannot speak for pilot 'p-owner'" in response.json()["detail"]
-        # Under its own id: the job was not given to it.
+        # Under its own id: the job was not given to it, and answers as a missing one.
         response = intruder.post(path, {"pilot_id": "p-intruder", "attempt": attempt, **body})
-        assert response.status_code == 403, (path, response.text)
-        assert response.json()["detail"] == f"job {job_id} (attempt {attempt}) was not given to pilot p-intruder"
+        assert response.status_code == 404, (path, response.text)
+        assert response.json()["detail"] == f"no such job: {job_id}"
     # Nor can it read the job (its JDL, history, output).
     for path in (f"/jobs/{job_id}", f"/jobs/{job_id}/jdl", f"/jobs/{job_id}/history", f"/jobs/{job_id}/output"):
-        assert intruder.get(path).status_code == 403, path
+        assert intruder.get(path).status_code == 404, path
     assert intruder.get("/jobs").json() == []
     assert intruder.get("/task-queues").status_code == 403 and intruder.get("/quotas").status_code == 403
     assert snapshot(runtime, job_id) == before

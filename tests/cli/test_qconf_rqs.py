@@ -22,9 +22,19 @@ def qconf(server, *args, token, editor=None):
 
 @pytest.fixture
 def admin(server, tokens):
+    """qconf as the manager, on a server whose rule sets are cleared first:
+    the server is shared by the module, each test starts from no sets."""
     def run(*args, editor=None):
         return qconf(server, *args, token=tokens["admin"], editor=editor)
+    run("-drqs")
     return run
+
+
+def add(admin, tmp_path, name: str, body: str = "") -> None:
+    """A rule set named ``name`` stored as the transcript before this one left it."""
+    path = tmp_path / f"{name}.rqs"
+    path.write_text(f"{{\n name {name}\n enabled true\n{body}}}\n")
+    assert admin("-Arqs", str(path)).returncode == 0
 
 
 def ok(result, pattern):
@@ -73,6 +83,8 @@ def test_arqs_in_the_editor(admin, tmp_path):
 
 
 def test_mrqs_in_the_editor(admin, tmp_path):
+    add(admin, tmp_path, "rule_set_1")
+    add(admin, tmp_path, "rule_set_3")
     edited = "{\n name rule_set_1\n enabled true\n description \"\"\n limit users roland to slots=4\n}\n"
     ok(admin("-mrqs", "rule_set_1", editor=writing_editor(tmp_path, edited)),
        WHO + r' modified "rule_set_1" in resource quota set list')
@@ -85,7 +97,9 @@ def test_mrqs_in_the_editor(admin, tmp_path):
     ok(admin("-mrqs", editor=writing_editor(tmp_path, shown)), WHO + " modified resource quota set list")
 
 
-def test_srqs_and_drqs(admin):
+def test_srqs_and_drqs(admin, tmp_path):
+    add(admin, tmp_path, "rule_set_1")
+    add(admin, tmp_path, "rule_set_3")
     shown = admin("-srqs", "rule_set_1")
     assert shown.returncode == 0 and "rule_set_3" not in shown.stdout and "name         rule_set_1" in shown.stdout
     ok(admin("-drqs", "rule_set_1"), WHO + r' removed "rule_set_1" from resource quota set list')
@@ -142,7 +156,8 @@ def test_attribute_switches(admin, tmp_path):
     assert admin("-aattr", "queue", "limit", "slots=5", "ruleset_1/1").returncode == 1
 
 
-def test_users_may_look_but_not_change(server, tokens, tmp_path):
+def test_users_may_look_but_not_change(server, tokens, admin, tmp_path):
+    add(admin, tmp_path, "ruleset_1", " limit users @eng to slots=10\n")
     rule_set = tmp_path / "r.txt"
     rule_set.write_text("{\n name by_user\n}\n")
     result = qconf(server, "-Arqs", str(rule_set), token=tokens["roland"])

@@ -22,12 +22,23 @@ USERS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def server(tmp_path_factory):
+    """A server of its own for each test: the transcripts count reservations
+    from 1 and up to max_advance_reservations, whatever ran before."""
     config = write_config(tmp_path_factory.mktemp("arconfig") / "config",
                           wms="duration_offset: 60\nmax_advance_reservations: 4\nreservation_settle: 0.2\n")
     with running_server(tmp_path_factory.mktemp("arserver"), config_dir=config, tokens=USERS) as handle:
         yield handle
+
+
+@pytest.fixture
+def project_xy(server) -> str:
+    """specs/003's first reservation: user1's, for user1 and user2, in other.q tomorrow at noon."""
+    granted = command(server, "qrsub", "-a", tomorrow(12), "-d", "1:0:0", "-u", "user1,user2", "-q", "other.q",
+                      "-N", "project_xy", token=server.issued["user1"])
+    assert granted.stdout.strip() == "Your advance reservation 1 has been granted", granted.stderr
+    return "1"
 
 
 def command(server, name: str, *args: str, token: str, **env_vars: str) -> subprocess.CompletedProcess:
@@ -81,7 +92,7 @@ def test_qrsub_grants_and_refuses(server):
     assert [line.split()[0] for line in command(server, "qrstat", token=t["user1"]).stdout.splitlines()[2:]] == ["1"]
 
 
-def test_qrstat_overview_detail_and_xml(server):
+def test_qrstat_overview_detail_and_xml(server, project_xy):
     t = server.issued
     overview = command(server, "qrstat", token=t["user1"])
     assert overview.returncode == 0, overview.stderr
@@ -124,7 +135,7 @@ def test_qrstat_overview_detail_and_xml(server):
     assert command(server, "qrstat", "-u", "*", token=t["user2"]).stdout == overview.stdout
 
 
-def test_jobs_ask_for_the_reservation(server, tmp_path):
+def test_jobs_ask_for_the_reservation(server, project_xy, tmp_path):
     t = server.issued
     jdl = tmp_path / "job.jdl"
     jdl.write_text('[ Executable = "/bin/true"; CPUTime = 300; ResourceRequests = [ h_rt = "0:10:0" ]; ]')
@@ -146,8 +157,11 @@ def test_jobs_ask_for_the_reservation(server, tmp_path):
     assert queues[OTHERQ]["resv/used/tot"] == "0/0/4"    # reserved from tomorrow on
 
 
-def test_qralter_and_qrdel(server):
+def test_qralter_and_qrdel(server, project_xy, tmp_path):
     t = server.issued
+    jdl = tmp_path / "job.jdl"
+    jdl.write_text('[ Executable = "/bin/true"; CPUTime = 300; ResourceRequests = [ h_rt = "0:10:0" ]; ]')
+    server.ok("submit", str(jdl), "-ar", "1", token=t["user2"])
     changed = command(server, "qralter", "-N", "renamed", "-d", "2:0:0", "1", token=t["user1"])
     assert (changed.returncode, changed.stdout.strip()) == (0, "user1 modified advance reservation 1")
     assert "renamed" in command(server, "qrstat", token=t["user1"]).stdout

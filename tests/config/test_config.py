@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
@@ -15,8 +16,10 @@ from wms.config import (
     load_config,
     load_yaml_with_lines,
 )
+from wms.config.models import OwnerOrAll, Scope
 from wms.core.errors import ConfigError
 from wms.core.limits import DEFAULT as DEFAULT_LIMITS
+from wms.core.visibility import DEFAULT as DEFAULT_VISIBILITY, OWNER_OR_ALL, SCOPES
 from wms.core.requirements import canonical_requirements, check_queue
 from wms.core.resources import QueueRef
 
@@ -435,3 +438,29 @@ def test_limits_have_defaults_and_can_be_set(tmp_path: Path) -> None:
 def test_limits_past_what_is_safe_are_refused(tmp_path: Path, text: str, key: str) -> None:
     error = _error(tmp_path, "wms.yaml", text)
     assert "wms.yaml:1" in str(error) and key in str(error)
+
+
+# -- visibility ------------------------------------------------------------------------
+def test_visibility_has_the_documented_defaults_and_can_be_set(tmp_path: Path) -> None:
+    s = load_config(tmp_path, environ=NO_ENV).settings
+    assert s.visibility.core() == DEFAULT_VISIBILITY
+    assert (DEFAULT_VISIBILITY.jobs, DEFAULT_VISIBILITY.task_queues, DEFAULT_VISIBILITY.reservations,
+            DEFAULT_VISIBILITY.quota_usage) == ("owner", "vo", "all", "all")
+    _write(tmp_path, "wms.yaml", "visibility: {jobs: group, task_queues: all, reservations: owner, quota_usage: owner}\n")
+    v = load_config(tmp_path, environ=NO_ENV).settings.visibility.core()
+    assert (v.jobs, v.task_queues, v.reservations, v.quota_usage) == ("group", "all", "owner", "owner")
+
+
+def test_the_scopes_in_the_schema_are_those_the_rule_knows() -> None:
+    assert set(get_args(Scope)) == set(SCOPES) and set(get_args(OwnerOrAll)) == set(OWNER_OR_ALL)
+
+
+@pytest.mark.parametrize("text, key", [
+    ("visibility:\n  jobs: everyone\n", "jobs"),
+    ("visibility:\n  reservations: group\n", "reservations"),       # a reservation knows no group
+    ("visibility:\n  quota_usage: vo\n", "quota_usage"),
+    ("visibility:\n  task_queue: all\n", "task_queue"),
+])
+def test_a_visibility_scope_that_does_not_exist_is_refused(tmp_path: Path, text: str, key: str) -> None:
+    error = _error(tmp_path, "wms.yaml", text)
+    assert "wms.yaml:2" in str(error) and key in str(error)

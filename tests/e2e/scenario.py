@@ -371,8 +371,11 @@ class Run:
         self.wait_pools_cleaned(timeout=90)
 
     def wait_pools_cleaned(self, timeout: float) -> None:
+        # As the manager, who sees every VO's pools and task queues.
+        every = self.manager
         wait_until("the SubmitPoolCleaner drops every pool and task queue",
-                   lambda: not self.get("/pools") and not self.get("/task-queues"), timeout, self.all_logs)
+                   lambda: not self.get("/pools", token=every) and not self.get("/task-queues", token=every),
+                   timeout, self.all_logs)
         self.mark("pools cleaned")
 
     def cleanup_pilots(self) -> None:

@@ -8,6 +8,8 @@ import pytest
 from tests.helpers import ADMIN, OPERATOR, ROLAND, default_config
 from wms.core.errors import Forbidden, InvalidInput, JDLError
 from wms.services import complexes
+from wms.services import runtime as runtime_module
+from wms.services.pilots import waiting_jobs_per_queue
 from wms.services.runtime import Runtime
 from wms.services.submission import SubmitOptions, submit_jobs
 
@@ -37,6 +39,20 @@ def test_a_manager_adds_an_attribute_and_every_process_adopts_it(runtime, now):
     other = Runtime.create(default_config(), runtime.engine)
     assert "scratch" in complexes.show(other)
     assert complexes.modify(runtime, ADMIN, complexes.show(runtime), now) == ["complex entry list unchanged"]
+
+
+def test_a_process_that_never_asks_still_adopts_a_stored_table(runtime, now, monkeypatch):
+    """The SiteDirector's count of waiting jobs reads the table like any
+    other reader: no entry point has to remember to look for a new one."""
+    monkeypatch.setattr(runtime_module, "COMPLEXES_SYNC_INTERVAL", 0.0)
+    director = Runtime.create(default_config(), runtime.engine)
+    assert "scratch" not in {cx.name for cx in director.complexes}
+    complexes.modify(runtime, ADMIN, complexes.show(runtime) + "\n" + SCRATCH + "\n", now)
+    job = '[ Executable = "/bin/true"; ResourceRequests = [ scratch = "1G"; ]; ]'
+    submit_jobs(runtime, ROLAND, [("a.jdl", job)], SubmitOptions(), now)
+    waiting = waiting_jobs_per_queue(director)
+    assert sum(entry["waiting"] for entry in waiting.values()) > 0
+    assert "scratch" in {cx.name for cx in director.complexes}
 
 
 def test_only_managers_modify(runtime, now):

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.helpers import ADMIN, ALICE, ANDRE, ROLAND
-from wms.core.errors import Forbidden, InvalidInput, JDLError, NotFound
+from wms.core.errors import InvalidInput, JDLError, NotFound
 from wms.core.jdl import parse_one
 from wms.db import schema
 from wms.services import jobs as jobs_service
@@ -46,7 +46,7 @@ def test_a_job_with_requirements_is_filed_into_its_pool_and_task_queue(runtime, 
     assert status["Status"] == "Waiting"
     assert status["MinorStatus"] == "Pilot Agent Submission"
     assert status["Owner"] == "roland" and status["OwnerGroup"] == "lhcb_user"
-    pool = pools_service.get_pool(runtime, status["SubmitPool"])
+    pool = pools_service.get_pool(runtime, ROLAND, status["SubmitPool"])
     assert pool["Requirements"] == {"cpumodel": "Intel Xeon", "memory": 4000,
                                     "softwaretag": ["AppVersion1", "AppVersion2"]}
     assert "DIRAC.Local.ch/localhost/default" in pool["Queues"]
@@ -58,7 +58,7 @@ def test_a_job_with_requirements_is_filed_into_its_pool_and_task_queue(runtime, 
     assert processed.get("SubmitPool") == status["SubmitPool"]
     assert processed.get("Owner") == "roland"
     assert processed.sites == ["DIRAC.Local.ch", "LCG.RAL.uk"]
-    [tq] = tq_service.list_task_queues(runtime)
+    [tq] = tq_service.list_task_queues(runtime, ROLAND)
     assert tq["TaskQueue"] == status["TaskQueue"] and tq["WaitingJobs"] == 1
 
 
@@ -151,9 +151,9 @@ def test_users_see_and_kill_only_their_own_jobs(runtime, now):
     [theirs] = submit(runtime, now, '[ Executable = "x"; ]', identity=ANDRE)
     assert [j["JobID"] for j in jobs_service.list_jobs(runtime, ROLAND)] == [mine]
     assert {j["JobID"] for j in jobs_service.list_jobs(runtime, ADMIN)} == {mine, theirs}
-    with pytest.raises(Forbidden):
+    with pytest.raises(NotFound, match=f"^no such job: {theirs}$"):
         jobs_service.job_status(runtime, ROLAND, [theirs])
-    with pytest.raises(Forbidden):
+    with pytest.raises(NotFound, match=f"^no such job: {theirs}$"):
         jobs_service.kill_jobs(runtime, ROLAND, [mine, theirs], now)
     # Refused whole: my own job was not killed either.
     assert jobs_service.job_status(runtime, ROLAND, [mine])[0]["Status"] == "Waiting"

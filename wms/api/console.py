@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 from starlette.types import Scope
 
-from wms.api.deps import public
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 CONSOLE_PATH = "/ui"
@@ -42,8 +41,11 @@ class ConsoleFiles(StaticFiles):
 def mount_console(app: FastAPI) -> None:
     """Serve wms/web/ under /ui (index.html for /ui/), and /ui itself as a redirect to /ui/."""
 
-    @app.get(CONSOLE_PATH, include_in_schema=False, dependencies=[Depends(public)])  # files only: no data
-    def console_root() -> RedirectResponse:
+    # A plain route, not an API one: it serves no data, so it has no access policy and no
+    # row in the permission matrix.
+    async def console_root(request: Request) -> RedirectResponse:
         return RedirectResponse(f"{CONSOLE_PATH}/")
+
+    app.add_route(CONSOLE_PATH, console_root, include_in_schema=False)
 
     app.mount(CONSOLE_PATH, ConsoleFiles(directory=WEB_DIR, html=True), name="console")

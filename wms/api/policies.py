@@ -1,44 +1,23 @@
-"""The access policy of every route of an app, read from the routes themselves.
-
-FastAPI (from 0.12x) keeps an included router as one entry of ``app.routes``
-holding the router and its prefix, rather than copying its routes into the
-app; :func:`api_routes` walks both shapes, so the meta-test of policies and
-the console's "what may I do" see every route.
-"""
+"""The roles each route's own access policy admits, read from the app, so
+that the console offers exactly what the server would let the caller do."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
-
-from fastapi.routing import APIRoute
+from fastapi import FastAPI
+from fastapi.routing import APIRoute, iter_route_contexts
 
 from wms.api.deps import POLICY_ATTRIBUTE
 
 
-def api_routes(routes: Iterable[Any], prefix: str = "") -> Iterator[tuple[str, APIRoute]]:
-    """(full path, route) of every APIRoute, through included routers."""
-    for route in routes:
-        if isinstance(route, APIRoute):
-            yield prefix + route.path, route
-        elif hasattr(route, "original_router"):   # an included router (newer FastAPI)
-            context = getattr(route, "include_context", None)
-            yield from api_routes(route.original_router.routes, prefix + getattr(context, "prefix", ""))
-
-
-def policy(route: APIRoute) -> tuple[str, ...] | None:
-    """The roles the route's policy admits (() for a public route); None: the route declares none."""
-    for dependency in route.dependant.dependencies:
-        if hasattr(dependency.call, POLICY_ATTRIBUTE):
-            return getattr(dependency.call, POLICY_ATTRIBUTE)
-    return None
-
-
-def role_table(routes: Iterable[Any], prefix: str) -> dict[str, tuple[str, ...]]:
-    """"METHOD /path" below ``prefix`` -> the roles its policy admits."""
+def role_table(app: FastAPI, prefix: str) -> dict[str, tuple[str, ...]]:
+    """"METHOD /path" below ``prefix`` -> the roles its policy admits (() for a public route)."""
     table: dict[str, tuple[str, ...]] = {}
-    for path, route in api_routes(routes):
-        if path.startswith(prefix):
-            for method in route.methods:
-                table[f"{method} {path[len(prefix):]}"] = policy(route) or ()
+    for context in iter_route_contexts(app.routes):
+        route = context.original_route
+        if not isinstance(route, APIRoute) or not context.path.startswith(prefix):
+            continue
+        roles = next((getattr(d.call, POLICY_ATTRIBUTE) for d in route.dependant.dependencies
+                      if hasattr(d.call, POLICY_ATTRIBUTE)), ())
+        for method in context.methods or ():
+            table[f"{method} {context.path[len(prefix):]}"] = roles
     return table

@@ -35,7 +35,7 @@ def whoami(request: Request, caller: Anyone) -> dict[str, Any]:
     """The caller's user, group, VO and role, and which console actions the role may take."""
     from wms.api.app import API_PREFIX  # here: app.py imports this module
 
-    roles = role_table(request.app.routes, API_PREFIX)
+    roles = role_table(request.app, API_PREFIX)
     return {
         "User": caller.user, "Group": caller.group, "VO": caller.vo, "Role": caller.role,
         "Allowed": {action: caller.role in roles.get(action, ()) for action in ACTIONS},

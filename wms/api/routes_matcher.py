@@ -16,7 +16,7 @@ from wms.services import diagnosis
 from wms.services import jobs as jobs_service
 from wms.services import matcher
 from wms.services import tokens as tokens_service
-from wms.services.access import MANAGER, OPERATOR, PILOT, USER, matching_vo
+from wms.services.access import MANAGER, OPERATOR, OUTPUT, PILOT, USER, matching_vo
 
 router = APIRouter(tags=["matcher"])
 
@@ -65,7 +65,7 @@ def upload_output(job_id: IdPath, body: JobOutput, runtime: RuntimeDep, now: Now
 
 @router.get("/jobs/{job_id}/output")
 def get_output(job_id: IdPath, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
-    jobs_service.visible_jobs(runtime, caller, [job_id])
+    jobs_service.visible_jobs(runtime, caller, [job_id], OUTPUT)
     return matcher.job_output(runtime, job_id)
 
 

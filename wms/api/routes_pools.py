@@ -27,14 +27,14 @@ def submit_pools_for_queue(site: str, ce: str, queue: str, runtime: RuntimeDep, 
 
 @router.get("/pools")
 def list_pools(runtime: RuntimeDep, caller: Anyone) -> list[dict[str, Any]]:
-    return pools_service.list_pools(runtime)
+    return pools_service.list_pools(runtime, caller)
 
 
 @router.get("/pools/{pool_id}")
 def get_pool(pool_id: str, runtime: RuntimeDep, caller: Anyone) -> dict[str, Any]:
-    return pools_service.get_pool(runtime, pool_id)
+    return pools_service.get_pool(runtime, caller, pool_id)
 
 
 @router.get("/task-queues")
 def list_task_queues(runtime: RuntimeDep, caller: People) -> list[dict[str, Any]]:
-    return tq_service.list_task_queues(runtime)
+    return tq_service.list_task_queues(runtime, caller)

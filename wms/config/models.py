@@ -42,6 +42,7 @@ from wms.core.requirements import (
     normalise_type_name,
 )
 from wms.core.limits import CEILING, DEFAULT as DEFAULT_LIMITS, Limits
+from wms.core import visibility
 from wms.core.pilot_backends import backend_parameter_problem
 from wms.core.resources import CES_KEY, QUEUES_KEY, VO_KEY
 
@@ -200,6 +201,23 @@ class LimitsSettings(_Model):
         return Limits(**self.model_dump())
 
 
+Scope = Literal["owner", "group", "vo", "all"]
+OwnerOrAll = Literal["owner", "all"]
+
+
+class VisibilitySettings(_Model):
+    """``visibility:``: what a user sees of other users' objects (wms/core/visibility.py)."""
+
+    jobs: Scope = visibility.DEFAULT.jobs
+    task_queues: Scope = visibility.DEFAULT.task_queues
+    reservations: OwnerOrAll = visibility.DEFAULT.reservations
+    quota_usage: OwnerOrAll = visibility.DEFAULT.quota_usage
+
+    def core(self) -> visibility.Visibility:
+        """The same scopes for the code that applies them."""
+        return visibility.Visibility(**self.model_dump())
+
+
 def _increasing(values: list[int]) -> list[int]:
     if any(b <= a for a, b in zip(values, values[1:])):
         raise ValueError(f"segments must be strictly increasing, got {values}")
@@ -243,6 +261,7 @@ class Settings(_Model):
     smtp: SmtpSettings | None = None
     max_jobs_per_submission: PositiveInt = 10000
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    visibility: VisibilitySettings = Field(default_factory=VisibilitySettings)
     # Pilot logs and exit files of the SiteDirector's backends; for Slurm
     # pilots a directory the worker nodes share (docs/deployment.md).
     pilot_log_dir: Annotated[str, Field(min_length=1)] = "var/pilots"

@@ -53,6 +53,7 @@ from typing import Any
 
 from wms.core.errors import InvalidInput
 from wms.core.patterns import compile_pattern
+from wms.core.reasons import Reason
 from wms.core.quantities import (
     ValueRefused,
     format_memory,
@@ -859,6 +860,10 @@ class Offer:
             raise InvalidInput(f"unknown offer source {self.source!r} (use fixed, load or capacity)")
 
 
+REASON_NOT_OFFERED = Reason("not-offered", "{resource}={requested} requested, not offered on any level")
+REASON_OFFER_SHORT = Reason("offer-short", "{resource}={requested} requested, {offered} offered ({level} {source})")
+
+
 @dataclass(frozen=True, slots=True)
 class Shortfall:
     """Why a request is not met: the first level (and value) that refused it."""
@@ -870,14 +875,20 @@ class Shortfall:
     source: str | None
     type: ValueType = ValueType.STRING
 
+    def why(self) -> tuple[Reason, dict[str, Any]]:
+        """The reason constant and its details, values shown as the type reads them."""
+        probe = Complex(self.name, self.name, self.type, Relop.EQ, Requestable.YES, Consumable.NO, "NONE", 0)
+        detail = {"resource": self.name, "requested": format_value(probe, self.requested)}
+        if self.level is None:
+            return REASON_NOT_OFFERED, detail
+        words = _SOURCE_WORDS.get(self.source or "", self.source or "")
+        return REASON_OFFER_SHORT, {**detail, "offered": format_value(probe, self.offered), "level": self.level,
+                                    "source": words}
+
     def reason(self) -> str:
         """E.g. ``mem_free=4G requested, 2G offered (host load value)``."""
-        probe = Complex(self.name, self.name, self.type, Relop.EQ, Requestable.YES, Consumable.NO, "NONE", 0)
-        requested = f"{self.name}={format_value(probe, self.requested)} requested"
-        if self.level is None:
-            return f"{requested}, not offered on any level"
-        words = _SOURCE_WORDS.get(self.source or "", self.source or "")
-        return f"{requested}, {format_value(probe, self.offered)} offered ({self.level} {words})"
+        why, detail = self.why()
+        return why.render(detail)
 
 
 def _more_restrictive(cx: Complex, first: Any, second: Any) -> bool:

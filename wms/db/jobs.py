@@ -8,11 +8,11 @@ with RETURNING, executemany, ``IN`` lists in chunks).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, Table, bindparam, func, insert, or_, select, text, update
 
 from wms.core.errors import NotFound
 from wms.db.schema import UtcDateTime, job_jdls, jobs, status_history
@@ -262,6 +262,11 @@ def get_jobs(conn: Connection, job_ids: Iterable[int]) -> list[dict[str, Any]]:
     return [found[job_id] for job_id in ids if job_id in found]
 
 
+def any_column_holds(any_of: Mapping[str, str]) -> Any:
+    """A condition on the jobs table: at least one of these columns holds its value."""
+    return or_(*(jobs.c[column] == value for column, value in any_of.items()))
+
+
 def list_jobs(
     conn: Connection,
     *,
@@ -269,9 +274,13 @@ def list_jobs(
     status: str | Collection[str] | None = None,
     limit: int | None = None,
     pilot_id: str | None = None,
+    any_of: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Jobs by id, optionally of one owner, held by one pilot, and in the given status(es)."""
+    """Jobs by id, optionally of one owner, held by one pilot, and in the given status(es);
+    ``any_of`` (column -> value): only jobs where at least one of these columns holds its value."""
     stmt = select(jobs).order_by(jobs.c.job_id)
+    if any_of:
+        stmt = stmt.where(any_column_holds(any_of))
     if owner is not None:
         stmt = stmt.where(jobs.c.owner == owner)
     if pilot_id is not None:

@@ -6,7 +6,7 @@ the transaction).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +14,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from wms.core.states import JobStatus
 from wms.db.engine import insert_ignoring_duplicates
-from wms.db.jobs import chunked
+from wms.db.jobs import any_column_holds, chunked
 from wms.db.schema import (
     cluster_objects, job_debits, jobs, reservation_bookings, reservation_locks, reservations, resource_usage, task_queues,
 )
@@ -231,14 +231,16 @@ def reservations_of_task_queues(conn: Connection, tq_ids: Sequence[int]) -> dict
     return out
 
 
-def finished_jobs(conn: Connection, owner: str | None = None, limit: int = 10000) -> list[dict[str, Any]]:
-    """Accounting records: finished jobs with the reservation they ran in, newest first."""
+def finished_jobs(conn: Connection, any_of: Mapping[str, str] | None = None,
+                  limit: int = 10000) -> list[dict[str, Any]]:
+    """Accounting records: finished jobs with the reservation they ran in, newest first;
+    ``any_of`` (column -> value): only jobs where at least one of these columns holds its value."""
     final = [JobStatus.DONE.value, JobStatus.FAILED.value, JobStatus.KILLED.value]
     stmt = (select(jobs.c.job_id, jobs.c.owner, jobs.c.owner_group, jobs.c.status, jobs.c.queue, jobs.c.host,
                    jobs.c.slots, jobs.c.start_time, jobs.c.end_time, jobs.c.last_update_time, jobs.c.exit_code,
                    task_queues.c.reservation_id)
             .join(task_queues, task_queues.c.tq_id == jobs.c.task_queue_id)
             .where(jobs.c.status.in_(final)).order_by(jobs.c.job_id.desc()).limit(limit))
-    if owner is not None:
-        stmt = stmt.where(jobs.c.owner == owner)
+    if any_of:
+        stmt = stmt.where(any_column_holds(any_of))
     return [dict(r) for r in conn.execute(stmt).mappings().all()]

@@ -8,21 +8,23 @@ from datetime import datetime
 from typing import Any
 
 from wms.core.identity import Identity
-from wms.core.reservations import access
 from wms.core.reservations.states import ARState
 from wms.core.states import FINAL_STATES
 from wms.db import reservations as ar_db
 from wms.db.engine import reading
+from wms.services import access
 from wms.services.runtime import Runtime
 
 
 def reservations(runtime: Runtime, identity: Identity, now: datetime) -> list[dict[str, Any]]:
-    """Per reservation: slot-seconds reserved and used by its jobs (specs/003 5.4)."""
+    """Per reservation: slot-seconds reserved and used by its jobs (specs/003 5.4); of the
+    reservations the caller may see (visibility.reservations)."""
+    policy, usersets = access.policy(runtime), runtime.config.cluster.usersets
     with reading(runtime.engine) as conn:
         rows = ar_db.list_reservations(conn)
         out = []
         for row in rows:
-            if identity.role not in access.ADMIN_ROLES and row["owner"] != identity.user:
+            if not access.may_see_reservation(identity, row, policy, usersets):
                 continue
             granted = json.loads(row["granted"])
             slots = sum(g["slots"] for g in granted)
@@ -44,10 +46,10 @@ def reservations(runtime: Runtime, identity: Identity, now: datetime) -> list[di
 
 
 def jobs(runtime: Runtime, identity: Identity) -> list[dict[str, Any]]:
-    """One record per finished job, carrying its reservation id (specs/003 5.4.3.1)."""
-    owner = None if identity.role in access.ADMIN_ROLES else identity.user
+    """One record per finished job, carrying its reservation id (specs/003 5.4.3.1); of the
+    jobs the caller may see (visibility.jobs)."""
     with reading(runtime.engine) as conn:
-        rows = ar_db.finished_jobs(conn, owner)
+        rows = ar_db.finished_jobs(conn, access.job_columns_seen(identity, access.policy(runtime)))
     out = []
     for r in rows:
         end = r["end_time"] or r["last_update_time"]

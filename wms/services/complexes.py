@@ -2,9 +2,10 @@
 
 cluster.yaml's `complexes` (with the built-ins) is the table until a
 manager replaces it with `qconf -Mc`; from then on the stored table is
-the truth, for every server process. Each process looks at the stored
-version at most once a second (``sync``) and, when it changed, rebuilds
-its complex table and drops the Matcher's caches that depend on it.
+the truth, for every server process. ``Runtime.complexes`` is the one
+reader: it looks at the stored version at most once a second and, when it
+changed, rebuilds the table and drops the Matcher's caches that depend on
+it, so no caller has to remember to.
 """
 
 from __future__ import annotations
@@ -18,22 +19,10 @@ from wms.core.identity import Identity
 from wms.db import cluster_objects as objects_db
 from wms.services.retry import run_in_transaction
 from wms.services import stored_objects
-from wms.services.runtime import Runtime, check_complex_values
-
-KIND = "complexes"
-SYNC_INTERVAL = 1.0
-
-
-def sync(runtime: Runtime) -> None:
-    """Adopt a complex table another process stored, at most once per SYNC_INTERVAL."""
-    row = stored_objects.changed(runtime, KIND, SYNC_INTERVAL)
-    if row is not None:
-        runtime.use_complexes(ComplexTable.parse(row["text"], source="stored complex table"))
-        stored_objects.adopted(runtime, KIND, row["version"])
+from wms.services.runtime import COMPLEXES_KIND as KIND, Runtime, check_complex_values
 
 
 def show(runtime: Runtime) -> str:
-    sync(runtime)
     return runtime.complexes.render()
 
 
@@ -45,7 +34,6 @@ def modify(runtime: Runtime, identity: Identity, text: str, now: datetime) -> li
     """
     if identity.role != "manager":
         raise Forbidden(f"{identity.user} must be manager to modify the complex entry list")
-    sync(runtime)
     table = ComplexTable.parse(text, source="complex file")
     try:
         check_complex_values(runtime.config, table)

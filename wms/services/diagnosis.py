@@ -19,9 +19,9 @@ from wms.core.states import JobStatus
 from wms.db.engine import reading
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
+from wms.services import access
 from wms.services import jobs as jobs_service
 from wms.services.matcher import queue_context, task_queue_views
-from wms.services import complexes as complexes_service
 from wms.services import reservations as reservations_service
 from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
@@ -32,8 +32,7 @@ QUOTA_REASON = "cannot run in queue {queue} because it {reason}"
 
 def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:
     """Every queue of the job's VO and the first layer that keeps the job from it."""
-    [row] = jobs_service.visible_jobs(runtime, identity, [job_id])
-    complexes_service.sync(runtime)
+    [row] = jobs_service.visible_jobs(runtime, identity, [job_id], access.WHY)
     out: dict[str, Any] = {"JobID": job_id, "Status": row["status"], "MinorStatus": row["minor_status"], "Queues": []}
     if row["status"] != JobStatus.WAITING or row["task_queue_id"] is None:
         where = f" on {row['queue']}" if row["queue"] else ""
@@ -58,14 +57,14 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
         ctx = queue_context(runtime, ref, served, slots=tq.slots, usage=usage, reservations=snapshot,
                             quotas=quotas_service.for_request(runtime, usage), holders=holders)
         diagnosis = framework.evaluate(LAYERS, ctx, tq, stop_at_first=False)
-        entry = {"Queue": ref.name, "Layer": "", "Code": Code.OK.value, "Reason": ELIGIBLE}
+        entry = {"Queue": ref.name, "Layer": "", "Code": Code.OK.value, "Reason": ELIGIBLE, "ReasonCode": ""}
         if not diagnosis.allowed:
             verdict = diagnosis.verdict
             cause = None
             if verdict.layer == POOLS and pool_document is not None:
                 params = runtime.resources_for(tq.vo).queue_parameters(ref)
                 cause = pools.queue_rejection(pool_document, params, runtime.config.parameter_types)
-            entry.update(Layer=verdict.layer, Code=verdict.code.value,
+            entry.update(Layer=verdict.layer, Code=verdict.code.value, ReasonCode=verdict.reason_code,
                          Reason=_reason(ref.name, verdict, diagnosis.denials(), cause))
         eligible += entry["Code"] == Code.OK.value
         out["Queues"].append(entry)
@@ -96,7 +95,6 @@ def _exclusive_row(runtime: Runtime, resource: str) -> bool:
 
 def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
     """Per queue, configured host and the global level: reserved/used/total slots and every consumable (qstat -f)."""
-    complexes_service.sync(runtime)
     table = runtime.complexes
     with reading(runtime.engine) as conn:
         usage = match_db.all_usage(conn)

@@ -45,19 +45,23 @@ def summary(row: dict[str, Any], reservations: dict[int, int] | None = None) -> 
     }
 
 
-def visible_jobs(runtime: Runtime, identity: Identity, job_ids: list[int]) -> list[dict[str, Any]]:
-    """The rows of ``job_ids``; refuses the whole request if one is unknown or not the caller's."""
+def visible_jobs(runtime: Runtime, identity: Identity, job_ids: list[int],
+                 part: str = access.STATUS) -> list[dict[str, Any]]:
+    """The rows of ``job_ids``; refuses the whole request if one is unknown or not the caller's to see.
+
+    A job the caller may not see answers exactly as a missing one, so that
+    ids cannot be probed; ``part`` is what the caller asks of the jobs
+    (access.STATUS, JDL, ...), of which a pilot reads only access.PILOT_READS."""
     if not job_ids:
         raise InvalidInput("no job id given")
     with reading(runtime.engine) as conn:
         rows = {row["job_id"]: row for row in jobs_db.get_jobs(conn, job_ids)}
-    missing = [i for i in job_ids if i not in rows]
-    if missing:
-        raise NotFound(f"no such job: {', '.join(map(str, missing))}")
-    hidden = [i for i in job_ids if not access.may_see_job(identity, rows[i]["owner"], rows[i]["pilot_id"])]
-    if hidden:
-        whose = "another pilot or none" if identity.role == access.PILOT else "another user"
-        raise Forbidden(f"job {', '.join(map(str, hidden))} belongs to {whose}")
+    policy = access.policy(runtime)
+    unseen = [i for i in job_ids if i not in rows or not access.may_see_job(identity, rows[i], policy)]
+    if unseen:
+        raise NotFound(f"no such job: {', '.join(map(str, unseen))}")
+    if identity.role == access.PILOT and part not in access.PILOT_READS:
+        raise Forbidden(f"a pilot reads only the status and JDL of the jobs it holds, not their {part}")
     return [rows[i] for i in job_ids]
 
 
@@ -77,28 +81,27 @@ def list_jobs(
     runtime: Runtime, identity: Identity, *, status: str | None = None, owner: str | None = None, limit: int | None = None,
     pilot: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Jobs the caller may see: users their own, a pilot those it holds, admins anyone's (``owner`` filters;
-    ``pilot``: only those the pilot holds or last held)."""
+    """Jobs the caller may see: users as the visibility policy says (their own by default), a pilot
+    those it holds, admins anyone's; ``owner`` filters among them (another user's hidden jobs: none);
+    ``pilot``: only those that pilot holds or last held."""
     if status is not None and status not in {s.value for s in JobStatus}:
         raise InvalidInput(f"unknown status {status!r} (one of {', '.join(s.value for s in JobStatus)})")
-    held_by = pilot
+    held_by, seen = pilot, None
     if identity.role == access.PILOT:
         if pilot is not None and pilot != identity.pilot_id:
             raise Forbidden("a pilot token lists only the jobs of its own pilot")
         if identity.pilot_id is None:
             return []
         held_by = identity.pilot_id
-    elif not access.sees_all_jobs(identity):
-        if owner is not None and owner != identity.user:
-            raise Forbidden("users may list only their own jobs")
-        owner = identity.user
+    else:
+        seen = access.job_columns_seen(identity, access.policy(runtime))
     with reading(runtime.engine) as conn:
-        rows = jobs_db.list_jobs(conn, owner=owner, status=status, limit=limit, pilot_id=held_by)
+        rows = jobs_db.list_jobs(conn, owner=owner, status=status, limit=limit, pilot_id=held_by, any_of=seen)
     return with_reservations(runtime, rows)
 
 
 def history(runtime: Runtime, identity: Identity, job_id: int) -> list[dict[str, Any]]:
-    visible_jobs(runtime, identity, [job_id])
+    visible_jobs(runtime, identity, [job_id], access.HISTORY)
     with reading(runtime.engine) as conn:
         entries = jobs_db.get_history(conn, job_id)
     return [
@@ -113,7 +116,7 @@ def history(runtime: Runtime, identity: Identity, job_id: int) -> list[dict[str,
 
 
 def job_jdl(runtime: Runtime, identity: Identity, job_id: int) -> dict[str, str]:
-    visible_jobs(runtime, identity, [job_id])
+    visible_jobs(runtime, identity, [job_id], access.JDL)
     with reading(runtime.engine) as conn:
         original, processed = jobs_db.get_jdl(conn, job_id)
     return {"JobID": job_id, "OriginalJDL": original, "JDL": processed}

@@ -41,7 +41,6 @@ from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services.retry import run_in_transaction
-from wms.services import complexes as complexes_service
 from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
 from wms.services import tokens as tokens_service
@@ -229,7 +228,6 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
 
 
 def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random) -> MatchResult:
-    complexes_service.sync(runtime)
     with LazyReader(runtime.engine) as reader:
         if request.pools is None:
             request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))
@@ -277,7 +275,6 @@ def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) 
     every layer asked, without claiming anything: the same context, layers
     and static cache as ``request_job``."""
     validate_request(runtime, request)
-    complexes_service.sync(runtime)
     with LazyReader(runtime.engine) as reader:
         if request.pools is None:
             request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))
@@ -462,14 +459,15 @@ def _holds(placement: dict[str, Any], pilot_id: str, attempt: int | None) -> boo
 
 
 def _check_holder(job_id: int, placement: dict[str, Any], pilot_id: str, attempt: int | None) -> None:
-    """Forbidden when the attempt the pilot quotes (the current one) was given to another pilot:
-    the job was never this pilot's in that attempt. A job that went back to
+    """NotFound when the attempt the pilot quotes (the current one) was given to another pilot:
+    the job was never this pilot's in that attempt, and it answers as a
+    missing job does, so that a pilot cannot probe ids. A job that went back to
     Waiting (its lease expired) holds no pilot: for the pilot that lost it
     that stays a Conflict, which tells it to stop the job; so does an
     attempt not quoted (the pilot may have lost the job since)."""
     holder = placement["pilot_id"]
     if attempt is not None and placement["attempt"] == attempt and holder is not None and holder != pilot_id:
-        raise Forbidden(f"job {job_id} (attempt {attempt}) was not given to pilot {pilot_id}")
+        raise NotFound(f"no such job: {job_id}")
 
 
 def heartbeat(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, now: datetime,

@@ -1,9 +1,9 @@
 """The console's overview: jobs by state, pilots by state, recent matches,
 full queues; in one answer, so the page refreshes with one request.
 
-Users see their own jobs and matches (as `wms jobs` shows them); operators
-and managers everyone's and the pilots, which are an administrator's view
-(as `wms pilots`).
+Users count the jobs and matches they may see (as `wms jobs` lists them,
+under the visibility policy); operators and managers everyone's, and the
+pilots, which are an administrator's view (as `wms pilots`).
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ def full_consumables(row: dict[str, Any]) -> list[str]:
 
 
 def overview(runtime: Runtime, identity: Identity, now: datetime) -> dict[str, Any]:
-    owner = None if access.sees_all_jobs(identity) else identity.user
+    seen = access.job_columns_seen(identity, access.policy(runtime))
     since = now - timedelta(minutes=RECENT_MINUTES)
     with reading(runtime.engine) as conn:
-        jobs = overview_db.jobs_by_status(conn, owner)
-        matches = overview_db.matches_since(conn, since, owner)
+        jobs = overview_db.jobs_by_status(conn, seen)
+        matches = overview_db.matches_since(conn, since, seen)
         pilots = overview_db.pilots_by_state(conn) if identity.role in access.ADMINS else None
     full = []
     for row in queues_overview(runtime):

@@ -18,6 +18,7 @@ from wms.db.engine import reading
 from wms.db import jobs as jobs_db
 from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
+from wms.services import access
 from wms.services import jobs as jobs_service
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -33,16 +34,19 @@ def submit_pools_for_queue(runtime: Runtime, site: str, ce: str, queue: str) -> 
         return pools_db.get_pools_for_queue(conn, site, ce, queue)
 
 
-def list_pools(runtime: Runtime) -> list[dict[str, Any]]:
+def list_pools(runtime: Runtime, identity: Identity) -> list[dict[str, Any]]:
+    """The pools the caller may see: a pool is its VO's requirements, shown as its task queues are."""
     with reading(runtime.engine) as conn:
         rows = pools_db.list_pools(conn)
-    return [_pool_view(row) for row in rows]
+    policy = access.policy(runtime)
+    return [_pool_view(row) for row in rows if access.may_see_pool(identity, row["vo"], policy)]
 
 
-def get_pool(runtime: Runtime, pool_id: str) -> dict[str, Any]:
+def get_pool(runtime: Runtime, identity: Identity, pool_id: str) -> dict[str, Any]:
+    """One pool; another VO's answers as a missing one."""
     with reading(runtime.engine) as conn:
         row = pools_db.get_pool(conn, pool_id)
-    if row is None:
+    if row is None or not access.may_see_pool(identity, row["vo"], access.policy(runtime)):
         raise NotFound(f"no such SubmitPool: {pool_id}")
     return _pool_view(row)
 
@@ -95,7 +99,7 @@ def match_queues_for_text(runtime: Runtime, identity: Identity, source: str, tex
 
 def match_queues_for_job(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:
     """The queues that could run a stored job, judged on today's configuration."""
-    [row] = jobs_service.visible_jobs(runtime, identity, [job_id])
+    [row] = jobs_service.visible_jobs(runtime, identity, [job_id], access.MATCH_QUEUES)
     with reading(runtime.engine) as conn:
         original, _ = jobs_db.get_jdl(conn, job_id)
     owner = Identity(user=row["owner"], group=row["owner_group"], vo=row["vo"], role="user")

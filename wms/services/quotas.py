@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from wms.core import complexes as cx_rules
+from wms.core.complexes import ComplexTable
 from wms.core.errors import ConfigError, Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.limits import decode_utf8
 from wms.core.identity import Identity
@@ -40,9 +41,9 @@ from wms.db import cluster_objects as objects_db
 from wms.db import matching as match_db
 from wms.db import quotas as quotas_db
 from wms.db.engine import reading
-from wms.services import complexes as complexes_service
 from wms.services import quota_usage
 from wms.services import stored_objects
+from wms.services import access
 from wms.services.access import ADMINS
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -60,23 +61,31 @@ MSG_NO_RULE = 'resource quota rule "{target}" does not exist'
 
 
 # ---------------------------------------------------------------- reading
+def read_rule_set_files(runtime: Runtime, table: ComplexTable) -> list[RuleSet]:
+    """The sets of ``<config>/rqs/*.rqs`` (file order, then set order); a bad file is a ConfigError.
+
+    Start-up checks them against the configuration's own complex table,
+    before the database is reached."""
+    sets: list[RuleSet] = []
+    directory = Path(runtime.config.directory) / "rqs"
+    for path in sorted(directory.glob("*.rqs")) if directory.is_dir() else []:
+        try:
+            text = decode_utf8(path.read_bytes(), str(path))
+            found = parse_rule_sets(text, table, source=str(path))
+        except InvalidInput as exc:  # QuotaSyntaxError, or not UTF-8
+            raise ConfigError(exc.message, where=exc.where) from None
+        for rule_set in found:
+            if any(s.name == rule_set.name for s in sets):
+                raise ConfigError(f"resource quota set {rule_set.name!r} is defined twice", where=str(path))
+            sets.append(rule_set)
+    return sets
+
+
 def initial_rule_sets(runtime: Runtime) -> list[RuleSet]:
-    """The sets of ``<config>/rqs/*.rqs`` (file order, then set order); a bad file stops start-up."""
+    """The configuration's sets, read against the complex table in force, until a manager stores others."""
     cached = runtime.caches.initial_rule_sets
     if cached is None:
-        sets: list[RuleSet] = []
-        directory = Path(runtime.config.directory) / "rqs"
-        for path in sorted(directory.glob("*.rqs")) if directory.is_dir() else []:
-            try:
-                text = decode_utf8(path.read_bytes(), str(path))
-                found = parse_rule_sets(text, runtime.complexes, source=str(path))
-            except InvalidInput as exc:  # QuotaSyntaxError, or not UTF-8
-                raise ConfigError(exc.message, where=exc.where) from None
-            for rule_set in found:
-                if any(s.name == rule_set.name for s in sets):
-                    raise ConfigError(f"resource quota set {rule_set.name!r} is defined twice", where=str(path))
-                sets.append(rule_set)
-        cached = runtime.caches.initial_rule_sets = sets
+        cached = runtime.caches.initial_rule_sets = read_rule_set_files(runtime, runtime.complexes)
     return cached
 
 
@@ -161,7 +170,6 @@ def _change(runtime: Runtime, identity: Identity, now: datetime,
             change: Callable[[list[RuleSet]], tuple[list[RuleSet], list[str]]]) -> list[str]:
     """Apply ``change`` to the stored sets, guarded by the version; retried if another change came first."""
     _check_admin(identity)
-    complexes_service.sync(runtime)
     # The row the usage guard locks on MariaDB (migration 0009 creates it).
     run_in_transaction(runtime.engine, lambda conn: objects_db.ensure(conn, KIND, identity.user, now))
     for _ in range(20):
@@ -263,7 +271,6 @@ def delete(runtime: Runtime, identity: Identity, names: Sequence[str], now: date
 
 def show(runtime: Runtime, names: Sequence[str] = ()) -> str:
     """qconf -srqs: the named sets (all without names) in canonical form."""
-    complexes_service.sync(runtime)
     sets = rule_sets(runtime)
     if not names:
         if not sets:
@@ -409,7 +416,6 @@ def usage_report(runtime: Runtime, identity: Identity, selections: dict[str, lis
     ``selections`` maps users/projects/pes/queues/hosts to the names asked
     for (wildcards allowed); users defaults to the caller.
     """
-    complexes_service.sync(runtime)
     table = runtime.complexes
     sets = [s for s in rule_sets(runtime) if s.enabled]
     wanted_resources = set()
@@ -420,6 +426,9 @@ def usage_report(runtime: Runtime, identity: Identity, selections: dict[str, lis
         wanted_resources.add(cx.name)
     selections = {k: v for k, v in selections.items() if v}
     selections.setdefault("users", [identity.user])
+    if not access.may_see_usage_of(identity, selections["users"], access.policy(runtime)):
+        raise Forbidden("users see only their own quota usage here (visibility.quota_usage is owner): "
+                        f"ask for -u {identity.user}, or leave -u out")
     with reading(runtime.engine) as conn:
         in_use = quotas_db.quota_usage(conn)
     by_label: dict[str, list[tuple[str, str, float]]] = {}

@@ -34,12 +34,12 @@ from wms.core.match.context import LevelValues
 from wms.core.scopes import host_scope
 from wms.core.match.reservations import ReservationView, Snapshot
 from wms.core.patterns import match_pattern
-from wms.core.quantities import format_time, time_limit
-from wms.core.reservations import access
-from wms.core.reservations.calendar import Calendar, Use
+from wms.core.quantities import time_limit
+from wms.core.reservations import access, admission
+from wms.core.reservations.calendar import Calendar, Use, job_end
 from wms.core.reservations.ids import next_id
 from wms.core.reservations.grant import NO_QUEUES, Candidate, Decision, booked_scopes, decide
-from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_state
+from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_state, effects_of
 from wms.core.reservations.switches import (
     DEFAULT_ACCOUNT, ReservationSpec, build_request, check_name, parse_mail_list, parse_mail_options,
 )
@@ -50,9 +50,9 @@ from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import reservations as ar_db
 from wms.db.engine import reading
+from wms.services import access as services_access
 from wms.services import mail
 from wms.services.retry import run_in_transaction
-from wms.services import complexes as complexes_service
 from wms.services.runtime import Runtime
 
 SOURCE = "ReservationManager"
@@ -114,7 +114,7 @@ def read_calendar(runtime: Runtime, conn: Connection, now: datetime, exclude: in
                   ) -> tuple[Calendar, frozenset[str], frozenset[str]]:
     """The booking calendar, and the queues and hosts where jobs without a runtime limit run."""
     calendar = Calendar()
-    offset = timedelta(seconds=runtime.config.settings.duration_offset)
+    offset = runtime.config.settings.duration_offset
     for b in ar_db.active_bookings(conn, [s.value for s in ACTIVE], exclude=exclude):
         calendar.add((b["scope"], b["resource"]), Use(b["start_time"], b["end_time"], float(b["amount"])))
     # Deleted without -f: still held until the pilots have stopped the jobs.
@@ -130,14 +130,11 @@ def read_calendar(runtime: Runtime, conn: Connection, now: datetime, exclude: in
         if job["reservation_id"] is not None:
             continue   # inside its reservation's booking
         h_rt = _h_rt(job["definition"])
-        begun = job["start_time"] or job["matched_time"] or now
+        ends[job["job_id"]] = job_end(job["start_time"] or job["matched_time"] or now, h_rt, offset)
         if h_rt is None:
-            ends[job["job_id"]] = None
             unlimited_queues.add(job["queue"])
             if job["host"]:
                 unlimited_hosts.add(job["host"])
-        else:
-            ends[job["job_id"]] = begun + timedelta(seconds=h_rt) + offset
     for debit in ar_db.debits_of(conn, list(ends)):
         calendar.add((debit["scope"], debit["resource"]), Use(now, ends[debit["job_id"]], float(debit["amount"])))
     return calendar, frozenset(unlimited_queues), frozenset(unlimited_hosts)
@@ -167,7 +164,6 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
     if not access.may_create(identity.role, identity.user, usersets):
         raise Forbidden(f"denied: {identity.user} is neither manager nor operator nor member of the "
                         f"{access.ARUSERS} user set: may not submit advance reservations")
-    complexes_service.sync(runtime)
     request, stored = build_request(runtime.complexes, runtime.config.cluster, identity.user, spec, now)
     mail_options = parse_mail_options(spec.mail_options)
     mail_list = parse_mail_list(spec.mail_list)
@@ -314,10 +310,15 @@ def format_duration(seconds: float) -> str:
 
 def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = None,
          users: list[str] | None = None) -> list[dict[str, Any]]:
-    """qrstat: active reservations, or those ``selectors`` name (ids, names, name patterns) in any state."""
+    """qrstat: active reservations, or those ``selectors`` name (ids, names, name patterns) in any state.
+
+    Only those the caller may see (visibility.reservations; by default all,
+    as qrstat(1)): another's hidden reservation is as unknown as a missing one."""
+    policy, usersets = services_access.policy(runtime), runtime.config.cluster.usersets
     with reading(runtime.engine) as conn:
         if selectors:
-            rows = ar_db.list_reservations(conn)
+            rows = [r for r in ar_db.list_reservations(conn)
+                    if services_access.may_see_reservation(identity, r, policy, usersets)]
             chosen = []
             for selector in selectors:
                 found = [r for r in rows if _selected(selector, r)]
@@ -326,7 +327,8 @@ def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = Non
                 chosen.extend(r for r in found if r not in chosen)
             rows = chosen
         else:
-            rows = ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+            rows = [r for r in ar_db.list_reservations(conn, [s.value for s in ACTIVE])
+                    if services_access.may_see_reservation(identity, r, policy, usersets)]
         if users:
             wanted = [identity.user if u == "$user" else u for u in users]
             rows = [r for r in rows if any(match_pattern(u, r["owner"]) for u in wanted)]
@@ -382,6 +384,7 @@ def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bo
     owners = [identity.user if u == "$user" else u for u in users] if users else [identity.user]
     if not selectors and not users:
         raise InvalidInput("qrdel: give advance reservation ids or names, or -u users")
+    policy, usersets = services_access.policy(runtime), runtime.config.cluster.usersets
     with reading(runtime.engine) as conn:
         if selectors:
             groups = [(selector, _resolve(conn, selector, owners)) for selector in selectors]
@@ -394,7 +397,7 @@ def delete(runtime: Runtime, identity: Identity, selectors: list[str], force: bo
         for ar_id in ids:
             with reading(runtime.engine) as conn:
                 row = ar_db.get(conn, ar_id)
-            if row is None:
+            if row is None or not services_access.may_see_reservation(identity, row, policy, usersets):
                 raise NotFound(f"advance reservation {ar_id} does not exist")
             if not access.may_administer(identity.role, identity.user, row["owner"]):
                 raise Forbidden(f"{identity.user} is not allowed to delete advance reservation {ar_id} "
@@ -528,10 +531,11 @@ def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Changes, no
         values["acl"] = json.dumps(list(acl))
     duration = parse_duration(changes.duration) if changes.duration else None
     cands = {(c.queue, c.host): c for c in candidates(runtime)}
+    policy = services_access.policy(runtime)
 
     def work(conn: Connection) -> dict[str, Any]:
         row = ar_db.get(conn, ar_id)
-        if row is None:
+        if row is None or not services_access.may_see_reservation(identity, row, policy, usersets):
             raise NotFound(f"advance reservation {ar_id} does not exist")
         if not access.may_administer(identity.role, identity.user, row["owner"]):
             raise Forbidden(f"{identity.user} is not allowed to modify advance reservation {ar_id}")
@@ -619,32 +623,18 @@ def manage(runtime: Runtime, now: datetime) -> dict[str, Any]:
         target = due_state(row["state"], row["start_time"], row["end_time"], now, bool(lost))
         if target == row["state"]:
             continue
+        effects = effects_of(row["state"], target, row["mail_options"], "; ".join(lost))
         if target is ARState.EXITED:
-            if finish(runtime, row["ar_id"], ARState.EXITED,
-                      f"Killed: advance reservation {row['ar_id']} ended", now):
-                report["ended"].append(row["ar_id"])
-                if "e" in row["mail_options"]:
-                    notify(runtime, row, "ended")
-            continue
-        message = "; ".join(lost)
-        if _move(runtime, row, target, message, now):
-            forget(runtime)
-            if row["state"] == ARState.WAITING_ERROR and target is ARState.ERROR:
-                report["started"].append(row["ar_id"])   # started while still in error: no new mail
-            elif target is ARState.RUNNING and row["state"] == ARState.WAITING:
-                report["started"].append(row["ar_id"])
-                if "b" in row["mail_options"]:
-                    notify(runtime, row, "started")
-            elif target in (ARState.ERROR, ARState.WAITING_ERROR):
-                report["error"].append(row["ar_id"])
-                if "a" in row["mail_options"]:
-                    notify(runtime, row, f"is in error state: {message}")
-            else:
-                report["recovered"].append(row["ar_id"])
-                if "a" in row["mail_options"]:
-                    notify(runtime, row, "is valid again")
-                if target is ARState.RUNNING and row["state"] == ARState.WAITING_ERROR and "b" in row["mail_options"]:
-                    notify(runtime, row, "started")
+            ended = f"Killed: advance reservation {row['ar_id']} ended"
+            moved = finish(runtime, row["ar_id"], ARState.EXITED, ended, now)
+        else:
+            moved = _move(runtime, row, target, "; ".join(lost), now)
+            if moved:
+                forget(runtime)
+        if moved:
+            report[effects.report].append(row["ar_id"])
+            for event in effects.mails:
+                notify(runtime, row, event)
     return report
 
 
@@ -711,37 +701,16 @@ def check_job(runtime: Runtime, identity: Identity, ar_id: int, hard: dict[str, 
     with reading(runtime.engine) as conn:
         row = ar_db.get(conn, ar_id)
         bookings = ar_db.bookings_of(conn, [ar_id])[ar_id] if row else []
-    if row is None or row["state"] in FINAL:
+    usersets = runtime.config.cluster.usersets
+    hidden = row is not None and not services_access.may_see_reservation(
+        identity, row, services_access.policy(runtime), usersets)
+    if row is None or row["state"] in FINAL or hidden:
         raise InvalidInput(f"-ar: advance reservation {ar_id} does not exist")
-    if not access.on_acl(identity.user, json.loads(row["acl"]), runtime.config.cluster.usersets):
+    if not access.on_acl(identity.user, json.loads(row["acl"]), usersets):
         raise Forbidden(f"-ar: {identity.user} has no access to advance reservation {ar_id}")
-    offset = runtime.config.settings.duration_offset
-    window = (row["end_time"] - row["start_time"]).total_seconds() - offset
-    left = (row["end_time"] - now).total_seconds() - offset
-    h_rt = time_limit(hard.get("h_rt"))
-    if h_rt is not None:
-        if h_rt > window:
-            raise InvalidInput(f"-ar: h_rt {format_time(h_rt)} is longer than the reservation's "
-                               f"duration minus duration_offset ({format_time(max(window, 0))})")
-        if h_rt > left:
-            raise InvalidInput(f"-ar: h_rt {format_time(h_rt)} does not end before advance "
-                               f"reservation {ar_id} ends ({format_time(max(left, 0))} left)")
-    reserved: dict[str, float] = {}
-    for b in bookings:
-        reserved[b["resource"]] = reserved.get(b["resource"], 0.0) + float(b["amount"])
-    for name, value in hard.items():
-        cx = runtime.complexes.resolve(name)
-        if cx.is_consumable:
-            amount = cx_rules.consumable_amount(cx, value, slots)
-            if amount > reserved.get(cx.name, 0.0):
-                raise InvalidInput(f"-ar: {cx.name}={cx_rules.format_value(cx, value)} is more than advance "
-                                   f"reservation {ar_id} holds ({cx_rules.format_value(cx, reserved.get(cx.name, 0))})")
-    if slots > reserved.get("slots", 0):
-        raise InvalidInput(f"-ar: {slots} slots requested, advance reservation {ar_id} holds "
-                           f"{int(reserved.get('slots', 0))}")
-    if window <= 0:
-        raise InvalidInput(f"-ar: advance reservation {ar_id} is shorter than duration_offset: no job fits")
-    return window
+    held = [(b["resource"], float(b["amount"])) for b in bookings]
+    return admission.runtime_limit(ar_id, row["start_time"], row["end_time"], hard, slots, held, now,
+                                   runtime.config.settings.duration_offset, runtime.complexes)
 
 
 def reserved_slots(runtime: Runtime) -> dict[str, float]:

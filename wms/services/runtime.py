@@ -19,7 +19,13 @@ from wms.core.errors import InvalidInput
 from wms.core.optimizers import ChainEnv, Executor, build_chain
 from wms.core.resources import Resources
 from wms.db.engine import make_engine
+from wms.services import stored_objects
 from wms.services.caches import Caches
+
+# The stored-object kind of the complex table (qconf -Mc), and how often a
+# process looks whether another process stored a newer one.
+COMPLEXES_KIND = "complexes"
+COMPLEXES_SYNC_INTERVAL = 1.0
 
 
 @dataclass
@@ -39,7 +45,7 @@ class Runtime:
         """A runtime for ``config``; refuses a configuration whose Grid Engine values do not read."""
         chain = build_chain(list(config.settings.optimizers))
         runtime = cls(config=config, engine=None, chain=chain)
-        check_complex_values(config, runtime.complexes)
+        check_complex_values(config, runtime.configured_complexes)
         runtime.engine = engine if engine is not None else make_engine(
             config.settings.database_url, statement_timeout=config.settings.limits.statement_timeout
         )
@@ -55,14 +61,31 @@ class Runtime:
 
     @property
     def complexes(self) -> ComplexTable:
-        """The complex table: the built-in attributes plus cluster.yaml's."""
+        """The complex table in force, for every reader in one place.
+
+        cluster.yaml's (with the built-ins) until a manager stores one with
+        ``qconf -Mc``; from then on the stored table, which this process
+        looks for at most once per COMPLEXES_SYNC_INTERVAL with one small
+        read (WAL readers on SQLite never block, so a caller inside a
+        transaction may read it too).
+        """
+        if self.engine is not None:
+            row = stored_objects.changed(self, COMPLEXES_KIND, COMPLEXES_SYNC_INTERVAL)
+            if row is not None:
+                self.use_complexes(ComplexTable.parse(row["text"], source="stored complex table"))
+                stored_objects.adopted(self, COMPLEXES_KIND, row["version"])
         if self._complexes is None:
-            entries = [c.model_dump() if hasattr(c, "model_dump") else dict(c) for c in self.config.cluster.complexes]
-            try:
-                self._complexes = ComplexTable.with_user_complexes(entries)
-            except InvalidInput as exc:
-                raise self.config.error("cluster.yaml", ("complexes",), str(exc)) from None
+            self._complexes = self.configured_complexes
         return self._complexes
+
+    @property
+    def configured_complexes(self) -> ComplexTable:
+        """The built-in attributes plus cluster.yaml's: what start-up checks the configuration against."""
+        entries = [c.model_dump() if hasattr(c, "model_dump") else dict(c) for c in self.config.cluster.complexes]
+        try:
+            return ComplexTable.with_user_complexes(entries)
+        except InvalidInput as exc:
+            raise self.config.error("cluster.yaml", ("complexes",), str(exc)) from None
 
     def use_complexes(self, table: ComplexTable) -> None:
         """Adopt a new complex table (qconf -Mc): everything derived from the old one goes."""

@@ -6,11 +6,13 @@ adopts it."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wms.db import cluster_objects as objects_db
 from wms.db.engine import reading
-from wms.services.runtime import Runtime
+
+if TYPE_CHECKING:      # the Runtime reads its complex table through this module
+    from wms.services.runtime import Runtime
 
 
 

@@ -26,7 +26,6 @@ from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
 from wms.services.matcher import forget_waiting_task_queues
 from wms.services.retry import run_in_transaction
-from wms.services import complexes as complexes_service
 from wms.services import reservations as reservations_service
 from wms.services.runtime import Runtime
 
@@ -135,7 +134,6 @@ def submit_jobs(
     """Submit every job of ``sources`` (name, JDL text); returns their ids in order."""
     settings = runtime.config.settings
     parsed = parse_sources(sources, options, settings.max_jobs_per_submission, settings.limits.core())
-    complexes_service.sync(runtime)
     env = runtime.chain_env(now)
     jobs = run_chain(runtime, env, identity, parsed)
     check_reservations(runtime, env, identity, jobs, now)

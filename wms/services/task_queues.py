@@ -6,18 +6,24 @@ import json
 from datetime import datetime
 from typing import Any
 
+from wms.core.identity import Identity
 from wms.core.shares import task_queue_priorities
 from wms.db import task_queues as tq_db
 from wms.db.engine import reading
+from wms.services import access
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
 
 
-def list_task_queues(runtime: Runtime) -> list[dict[str, Any]]:
+def list_task_queues(runtime: Runtime, identity: Identity) -> list[dict[str, Any]]:
+    """The task queues the caller may see (visibility.task_queues; by default its VO's)."""
     with reading(runtime.engine) as conn:
         rows = tq_db.list_task_queues(conn)
+    policy = access.policy(runtime)
     out = []
     for row in rows:
+        if not access.may_see_task_queue(identity, row, policy):
+            continue
         definition = json.loads(row["definition"])
         out.append(
             {

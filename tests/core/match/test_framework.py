@@ -149,18 +149,25 @@ def test_pools_layer(pools, pool, code, reason):
     ({}, {}, "static", Code.OK, ""),
     ({"sites": ["T"]}, {}, "static", Code.NEVER, REASON_SITE),
     ({"cpu_time": 7200}, {}, "static", Code.NEVER, REASON_CPUTIME),
-    ({"requirements_expr": "other.MaxRAM >= 4000"}, {}, "static", Code.NEVER, REASON_EXPRESSION_STATIC),
+    ({"requirements_expr": "other.MaxRAM >= 4000"}, {}, "static", Code.NEVER, REASON_EXPRESSION_STATIC.format()),
     ({"requirements_expr": "other.MaxRAM >= 1000"}, {}, "static", Code.OK, ""),
     ({"platforms": ["x86_64-el9"]}, {"platform": "x86_64-el8"}, "check", Code.NOT_NOW,
      REASON_PILOT_PLATFORM.format(platform="x86_64-el8", wanted="x86_64-el9")),
     ({"cpu_time": 600}, {"cpu_time_left": 300}, "check", Code.NOT_NOW, REASON_CPU_TIME_LEFT.format(needed=600, left=300)),
-    ({"requirements_expr": "other.FreeSlots >= 4"}, {"slots": 2}, "check", Code.NOT_NOW, REASON_EXPRESSION),
+    ({"requirements_expr": "other.FreeSlots >= 4"}, {"slots": 2}, "check", Code.NOT_NOW, REASON_EXPRESSION.format()),
     ({"requirements_expr": "other.FreeSlots >= 4"}, {"slots": 4}, "check", Code.OK, ""),
 ])
 def test_requirements_layer(definition, pilot, phase, code, reason):
     ctx = context(request(**pilot))
     verdict = getattr(RequirementsLayer(), phase)(ctx, task_queue(**definition))
     assert (verdict.code, verdict.reason) == (code, reason)
+
+
+def test_a_verdict_names_its_reason_by_code_and_carries_the_details():
+    verdict = RequirementsLayer().check(context(request(cpu_time_left=300)), task_queue(cpu_time=600))
+    assert verdict.why is REASON_CPU_TIME_LEFT and verdict.reason_code == "pilot-cpu-time"
+    assert dict(verdict.detail) == {"needed": 600, "left": 300}
+    assert verdict.reason == "job needs 600 s of CPU time, the pilot has 300 s left"
 
 
 def test_requirements_of_the_pilot_wait_for_a_pilot():

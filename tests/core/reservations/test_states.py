@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wms.core.reservations.states import ARState, can_move, due_state, usable
+from wms.core.reservations.states import ARState, Effects, can_move, due_state, effects_of, usable
 
 T0 = datetime(2006, 12, 18, 10, 0, tzinfo=timezone.utc)
 T1 = T0 + timedelta(hours=24)
@@ -43,3 +43,23 @@ def test_final_states_do_not_move() -> None:
 ])
 def test_usable(state, hard, expected) -> None:
     assert usable(state, hard) is expected
+
+
+# qrsub(1) -m: b at the beginning, e at the end, a when the reservation
+# goes into or out of error; n or no -m: no mail.
+@pytest.mark.parametrize("current, target, mail, expected", [
+    ("w", ARState.RUNNING, "b", Effects("started", ("started",))),
+    ("w", ARState.RUNNING, "e", Effects("started")),
+    ("r", ARState.EXITED, "e", Effects("ended", ("ended",))),
+    ("w", ARState.EXITED, "bea", Effects("ended", ("ended",))),      # never started: ends all the same
+    ("r", ARState.EXITED, "b", Effects("ended")),
+    ("r", ARState.ERROR, "a", Effects("error", ("is in error state: queue all.q lost",))),
+    ("w", ARState.WAITING_ERROR, "ab", Effects("error", ("is in error state: queue all.q lost",))),
+    ("W", ARState.ERROR, "abe", Effects("started")),                  # started while in error: no new mail
+    ("E", ARState.RUNNING, "a", Effects("recovered", ("is valid again",))),
+    ("W", ARState.WAITING, "a", Effects("recovered", ("is valid again",))),
+    ("W", ARState.RUNNING, "ab", Effects("recovered", ("is valid again", "started"))),
+    ("W", ARState.RUNNING, "n", Effects("recovered")),
+])
+def test_what_a_move_reports_and_mails(current: str, target: ARState, mail: str, expected: Effects) -> None:
+    assert effects_of(current, target, mail, "queue all.q lost") == expected

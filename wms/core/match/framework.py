@@ -39,6 +39,9 @@ from wms.core.match.quotas import QUOTA_LAYER
 from wms.core.match.requirements import RequirementsLayer
 from wms.core.match.reservations import ReservationLayer
 from wms.core.match.verdict import ALLOW, Code, Verdict
+from wms.core.reasons import Reason
+
+REASON_LAYER_FAILED = Reason("layer-failed", "{layer} layer failed: {error}")
 
 LAYERS: tuple[Layer, ...] = (PoolsLayer(), ReservationLayer(), QUOTA_LAYER, *LEVEL_LAYERS, RequirementsLayer())
 
@@ -64,9 +67,10 @@ def _ask(layer: Layer, phase: str, ctx: MatchContext, tq: TaskQueueView) -> Verd
     try:
         verdict = layer.static(ctx, tq) if phase == "static" else layer.check(ctx, tq)
     except Exception as exc:   # a defect of one layer must not decide for the request
-        return Verdict(Code.ERROR, layer.name, f"{layer.name} layer failed: {type(exc).__name__}: {exc}")
+        return Verdict(Code.ERROR, layer.name, REASON_LAYER_FAILED,
+                       {"layer": layer.name, "error": f"{type(exc).__name__}: {exc}"})
     if not verdict.allowed and not verdict.layer:
-        return Verdict(verdict.code, layer.name, verdict.reason, verdict.detail)
+        return Verdict(verdict.code, layer.name, verdict.why, verdict.detail)
     return verdict
 
 

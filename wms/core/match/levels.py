@@ -38,6 +38,7 @@ from wms.core.match.context import (
 )
 from wms.core.match.layer import BaseLayer, Debit
 from wms.core.match.verdict import ALLOW, Code, Verdict, never, not_now
+from wms.core.reasons import Reason
 
 GLOBAL, HOST, QUEUE = "global", "host", "queue"
 LEVEL_ORDER = (GLOBAL, HOST, QUEUE)
@@ -49,13 +50,16 @@ UNLIMITED_BY_DEFAULT = frozenset({
     "h_stack", "s_stack", "h_core", "s_core", "h_rss", "s_rss",
 })
 
-REASON_INVALID_REQUESTS = "the task queue's resource requests are invalid: {error}"
-REASON_FORCED = "{names} must be requested to run here ({level} level)"
-REASON_FULL = "{level} {resource}: {amount} needed, {free} of {capacity} free"
-REASON_TOO_BIG = "{level} {resource}: {amount} needed, only {capacity} in total"
-REASON_EXCLUSIVE_HELD = "{level} {resource}: {jobs} there exclusively"
-REASON_EXCLUSIVE_BUSY = "{level} {resource}: an exclusive job needs it to itself, but {jobs} there"
-REASON_EXCLUSIVE_NOWHERE = "{resource}=TRUE requested, but no level of host {host} or this queue offers it"
+# Amounts in the details are shown as the complex's type reads them (4G, 2:00:00).
+REASON_INVALID_REQUESTS = Reason("invalid-requests", "the task queue's resource requests are invalid: {error}")
+REASON_FORCED = Reason("forced-not-requested", "{names} must be requested to run here ({level} level)")
+REASON_FULL = Reason("consumable-full", "{level} {resource}: {amount} needed, {free} of {capacity} free")
+REASON_TOO_BIG = Reason("consumable-too-big", "{level} {resource}: {amount} needed, only {capacity} in total")
+REASON_EXCLUSIVE_HELD = Reason("exclusive-held", "{level} {resource}: {jobs} there exclusively")
+REASON_EXCLUSIVE_BUSY = Reason("exclusive-busy",
+                               "{level} {resource}: an exclusive job needs it to itself, but {jobs} there")
+REASON_EXCLUSIVE_NOWHERE = Reason("exclusive-nowhere",
+                                  "{resource}=TRUE requested, but no level of host {host} or this queue offers it")
 
 
 # ---------------------------------------------------------------- building the levels
@@ -206,7 +210,7 @@ def exclusive_debits(ctx: MatchContext, tq: TaskQueueView, level: LevelValues) -
     return out
 
 
-def exclusive_reason(level: str, name: str, exclusive: bool, holders: list[int], count: float) -> str:
+def exclusive_verdict_of(level: str, name: str, exclusive: bool, holders: list[int], count: float) -> Verdict:
     """Why an EXCL comparison fails: the exclusive job there, or the jobs an exclusive job would share with."""
     shown = ", ".join(str(j) for j in holders)
     more = max(int(count) - len(holders), 0)
@@ -216,15 +220,13 @@ def exclusive_reason(level: str, name: str, exclusive: bool, holders: list[int],
         shown = f"{int(count)}"
     plural = int(count) != 1 or not holders
     jobs = f"job{'s' if plural else ''} {shown} run{'' if plural else 's'}"
-    if exclusive:
-        return REASON_EXCLUSIVE_BUSY.format(level=level, resource=name, jobs=jobs)
-    return REASON_EXCLUSIVE_HELD.format(level=level, resource=name, jobs=jobs)
+    return not_now(level, REASON_EXCLUSIVE_BUSY if exclusive else REASON_EXCLUSIVE_HELD, level=level, resource=name,
+                   jobs=jobs, holders=holders, used=count)
 
 
 def exclusive_verdict(ctx: MatchContext, debit: ExclusiveDebit, used: float, holders: list[int]) -> Verdict:
     """An EXCL debit that did not fit, naming the jobs in the way."""
-    reason = exclusive_reason(debit.level, debit.complex_name, debit.exclusive, holders, used)
-    return not_now(debit.level, reason, resource=debit.complex_name, jobs=holders, used=used)
+    return exclusive_verdict_of(debit.level, debit.complex_name, debit.exclusive, holders, used)
 
 
 def _exclusive_check(ctx: MatchContext, tq: TaskQueueView, level: LevelValues) -> Verdict:
@@ -237,8 +239,7 @@ def _exclusive_check(ctx: MatchContext, tq: TaskQueueView, level: LevelValues) -
         for cx, _ in tq.charged:
             if cx.relop is cx_rules.Relop.EXCL and asks_exclusivity(cx, tq) \
                     and not any(offers_exclusivity(lv, cx) for lv in ctx.levels):
-                return not_now(HOST, REASON_EXCLUSIVE_NOWHERE.format(resource=cx.name, host=ctx.request.host),
-                               resource=cx.name)
+                return not_now(HOST, REASON_EXCLUSIVE_NOWHERE, resource=cx.name, host=ctx.request.host)
     if level.scope is None:
         return ALLOW
     for name in level.fixed:
@@ -249,8 +250,7 @@ def _exclusive_check(ctx: MatchContext, tq: TaskQueueView, level: LevelValues) -
         for key in [(level.scope, cx.name)] + ([(level.scope, jobs_resource(cx.name))] if mine else []):
             used = ctx.usage.get(key, 0.0)
             if used > 0:
-                reason = exclusive_reason(level.level, cx.name, mine, list(ctx.holders.get(key, ())), used)
-                return not_now(level.level, reason, resource=cx.name, used=used)
+                return exclusive_verdict_of(level.level, cx.name, mine, list(ctx.holders.get(key, ())), used)
     return ALLOW
 
 
@@ -268,11 +268,9 @@ def _offers(cx: Complex, levels: tuple[LevelValues, ...], upto: str) -> list[Off
 def full_verdict(ctx: MatchContext, debit: Debit, used: float) -> Verdict:
     """A debit that did not fit: which level, how much was needed and free."""
     cx = ctx.complexes.resolve(debit.resource)
-    free = cx_rules.format_value(cx, max(debit.capacity - used, 0))
-    reason = REASON_FULL.format(level=debit.level, resource=debit.resource, free=free,
-                                amount=cx_rules.format_value(cx, debit.amount),
-                                capacity=cx_rules.format_value(cx, debit.capacity))
-    return not_now(debit.level, reason, resource=debit.resource, amount=debit.amount, capacity=debit.capacity,
+    return not_now(debit.level, REASON_FULL, level=debit.level, resource=debit.resource,
+                   free=cx_rules.format_value(cx, max(debit.capacity - used, 0)),
+                   amount=cx_rules.format_value(cx, debit.amount), capacity=cx_rules.format_value(cx, debit.capacity),
                    used=used)
 
 
@@ -286,23 +284,22 @@ def _consumable_check(ctx: MatchContext, cx: Complex, amount: float, level: Leve
              "capacity": cx_rules.format_value(cx, capacity)}
     if amount > capacity:
         make = never if level.level != HOST else not_now
-        return make(level.level, REASON_TOO_BIG.format(**shown), resource=cx.name, amount=amount, capacity=capacity)
+        return make(level.level, REASON_TOO_BIG, **shown)
     if not cx_rules.fits(amount, capacity, used):
-        free = cx_rules.format_value(cx, max(capacity - used, 0))
-        return not_now(level.level, REASON_FULL.format(free=free, **shown), resource=cx.name, amount=amount,
-                       capacity=capacity, used=used)
+        return not_now(level.level, REASON_FULL, free=cx_rules.format_value(cx, max(capacity - used, 0)), used=used,
+                       **shown)
     return ALLOW
 
 
 def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdict:
     """The hard requests of ``tq`` on one level (the levels above already passed)."""
     if "_invalid" in tq.definition:
-        return never(level_name, REASON_INVALID_REQUESTS.format(error=tq.definition["_invalid"]))
+        return never(level_name, REASON_INVALID_REQUESTS, error=tq.definition["_invalid"])
     table = ctx.complexes
     level = next(lv for lv in ctx.levels if lv.level == level_name)
     forced = cx_rules.forced_missing(table, tq.hard.keys(), [*level.fixed.keys(), *level.load.keys()])
     if forced:
-        return never(level_name, REASON_FORCED.format(names=", ".join(forced), level=level_name))
+        return never(level_name, REASON_FORCED, names=", ".join(forced), level=level_name)
     for cx, requested in tq.charged:
         name = cx.name
         if cx.relop is cx_rules.Relop.EXCL:
@@ -326,7 +323,8 @@ def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdic
             # host of the queue may offer it, so this is about this pilot.
             lasting = shortfall.level not in (HOST, None) and shortfall.source != "load"
             code = Code.NEVER if lasting else Code.NOT_NOW
-            return Verdict(code, level_name, shortfall.reason(), {"resource": name})
+            why, detail = shortfall.why()
+            return Verdict(code, level_name, why, detail)
     return _exclusive_check(ctx, tq, level)
 
 

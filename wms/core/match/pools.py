@@ -12,9 +12,10 @@ from __future__ import annotations
 from wms.core.match.context import MatchContext, TaskQueueView
 from wms.core.match.layer import BaseLayer
 from wms.core.match.verdict import ALLOW, Verdict, never
+from wms.core.reasons import Reason
 
 LAYER = "pools"
-REASON_POOL = "not in the job's SubmitPool {pool}"
+REASON_POOL = Reason("not-in-submit-pool", "not in the job's SubmitPool {pool}")
 
 
 def admits(pools: tuple[str, ...] | frozenset[str] | set[str] | None, pool: str | None) -> bool:
@@ -28,4 +29,4 @@ class PoolsLayer(BaseLayer):
     def static(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
         if admits(ctx.request.pools, tq.submit_pool):
             return ALLOW
-        return never(LAYER, REASON_POOL.format(pool=tq.submit_pool), pool=tq.submit_pool)
+        return never(LAYER, REASON_POOL, pool=tq.submit_pool)

@@ -20,7 +20,7 @@ from typing import Any
 from wms.core.match.context import MatchContext, TaskQueueView
 from wms.core.match.layer import BaseLayer, Debit
 from wms.core.match.verdict import ALLOW, Verdict, never, not_now
-from wms.core.quotas.evaluate import Charge, JobFacts, QuotaRules, Refusal, exempt, full_reason
+from wms.core.quotas.evaluate import Charge, JobFacts, QuotaRules, REASON_EXCEEDS, Refusal, exempt, full_detail
 
 QUOTA = "quota"
 
@@ -80,7 +80,7 @@ class QuotaLayer(BaseLayer):
         if refusal is None:
             return ALLOW
         make = never if refusal.lasting else not_now
-        return make(QUOTA, refusal.reason, resource=refusal.resource, rule=refusal.label)
+        return make(QUOTA, refusal.why, **{"resource": refusal.resource, "rule": refusal.label, **refusal.detail})
 
     def debits(self, ctx: MatchContext, tq: TaskQueueView) -> list[Debit]:
         """What the job takes from every applying rule instance (none in an advance reservation)."""
@@ -97,5 +97,5 @@ QUOTA_LAYER = QuotaLayer()
 
 def full_verdict(ctx: MatchContext, debit: QuotaDebit, used: float) -> Verdict:
     """The instance was full when the claim tried to debit it."""
-    reason = full_reason(ctx.complexes, debit.label, debit.resource, used, debit.capacity, debit.who)
-    return not_now(QUOTA, reason, resource=debit.resource, rule=debit.label, used=used, capacity=debit.capacity)
+    detail = full_detail(ctx.complexes, debit.label, debit.resource, used, debit.capacity, debit.who)
+    return not_now(QUOTA, REASON_EXCEEDS, resource=debit.resource, rule=debit.label, **detail)

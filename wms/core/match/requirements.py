@@ -16,13 +16,16 @@ from wms.core import classad, scheduling
 from wms.core.match.context import MatchContext, TaskQueueView
 from wms.core.match.layer import BaseLayer
 from wms.core.match.verdict import ALLOW, Verdict, never, not_now
+from wms.core.reasons import Reason
 
 LAYER = "requirements"
 
-REASON_PILOT_PLATFORM = "pilot platform {platform} not among {wanted}"
-REASON_CPU_TIME_LEFT = "job needs {needed} s of CPU time, the pilot has {left} s left"
-REASON_EXPRESSION_STATIC = "Requirements expression is false for this queue"
-REASON_EXPRESSION = "Requirements expression is not true on this pilot"
+# The queue parameters' own rules (core/scheduling.py) name themselves.
+REASON_QUEUE_PARAMETERS = Reason("queue-parameters", "{rule}")
+REASON_PILOT_PLATFORM = Reason("pilot-platform", "pilot platform {platform} not among {wanted}")
+REASON_CPU_TIME_LEFT = Reason("pilot-cpu-time", "job needs {needed} s of CPU time, the pilot has {left} s left")
+REASON_EXPRESSION_STATIC = Reason("expression-false-for-queue", "Requirements expression is false for this queue")
+REASON_EXPRESSION = Reason("expression-not-true", "Requirements expression is not true on this pilot")
 
 
 class RequirementsLayer(BaseLayer):
@@ -34,7 +37,7 @@ class RequirementsLayer(BaseLayer):
         request = scheduling.SchedulingRequest.from_definition(definition)
         reason = scheduling.rejection(request, ctx.request.ref, ctx.queue_params(tq.vo))
         if reason is not None:
-            return never(LAYER, reason)
+            return never(LAYER, REASON_QUEUE_PARAMETERS, rule=reason)
         expression = definition.get("requirements_expr")
         if expression and classad.eval_bool(expression, {}, ctx.queue_ad(tq.vo)) is False:
             return never(LAYER, REASON_EXPRESSION_STATIC)
@@ -48,10 +51,10 @@ class RequirementsLayer(BaseLayer):
         pilot = ctx.request
         platforms = definition.get("platforms") or []
         if platforms and pilot.platform and pilot.platform not in platforms:
-            return not_now(LAYER, REASON_PILOT_PLATFORM.format(platform=pilot.platform, wanted=",".join(platforms)))
+            return not_now(LAYER, REASON_PILOT_PLATFORM, platform=pilot.platform, wanted=",".join(platforms))
         needed = int(definition.get("cpu_time") or 0)
         if pilot.cpu_time_left is not None and needed > pilot.cpu_time_left:
-            return not_now(LAYER, REASON_CPU_TIME_LEFT.format(needed=needed, left=int(pilot.cpu_time_left)))
+            return not_now(LAYER, REASON_CPU_TIME_LEFT, needed=needed, left=int(pilot.cpu_time_left))
         expression = definition.get("requirements_expr")
         if expression:
             target = {**ctx.queue_ad(tq.vo), **ctx.pilot_ad}

@@ -29,16 +29,19 @@ from wms.core.match.layer import BaseLayer, Debit
 from wms.core.match.verdict import ALLOW, Verdict, not_now
 from wms.core.quantities import time_limit
 from wms.core.reservations.states import STARTED, usable
+from wms.core.reasons import Reason
 from wms.core.scopes import reservation_scope
 
 LAYER = "reservation"
-REASON_UNKNOWN = "advance reservation {ar_id} does not exist or has ended"
-REASON_NOT_RUNNING = "advance reservation {ar_id} is not running (state {state}, starts {start})"
-REASON_HARD_ERROR = "advance reservation {ar_id} is in error state and its error handling is hard (-he yes)"
-REASON_OTHER_QUEUE = "advance reservation {ar_id} holds nothing in this queue"
-REASON_OTHER_HOST = "advance reservation {ar_id} holds nothing on host {host}"
-REASON_NO_RUNTIME_LIMIT = ("jobs without a runtime limit (h_rt) never run in a queue holding an advance "
-                           "reservation ({ids})")
+REASON_UNKNOWN = Reason("reservation-unknown", "advance reservation {ar_id} does not exist or has ended")
+REASON_NOT_RUNNING = Reason("reservation-not-running",
+                            "advance reservation {ar_id} is not running (state {state}, starts {start})")
+REASON_HARD_ERROR = Reason("reservation-hard-error", "advance reservation {ar_id} is in error state and its "
+                           "error handling is hard (-he yes)")
+REASON_OTHER_QUEUE = Reason("reservation-other-queue", "advance reservation {ar_id} holds nothing in this queue")
+REASON_OTHER_HOST = Reason("reservation-other-host", "advance reservation {ar_id} holds nothing on host {host}")
+REASON_NO_RUNTIME_LIMIT = Reason("no-runtime-limit-beside-reservation", "jobs without a runtime limit (h_rt) never "
+                                 "run in a queue holding an advance reservation ({ids})")
 
 
 @dataclass(frozen=True)
@@ -93,22 +96,22 @@ class ReservationLayer(BaseLayer):
                 return ALLOW
             holding = snap.holding(ctx.request.ref.name, ctx.request.host)
             if holding:
-                return not_now(LAYER, REASON_NO_RUNTIME_LIMIT.format(ids=", ".join(map(str, holding))))
+                return not_now(LAYER, REASON_NO_RUNTIME_LIMIT, ids=", ".join(map(str, holding)))
             return ALLOW
         view = snap.get(ar_id) if snap is not None else None
         if view is None:
-            return not_now(LAYER, REASON_UNKNOWN.format(ar_id=ar_id))
+            return not_now(LAYER, REASON_UNKNOWN, ar_id=ar_id)
         if not usable(view.state, view.hard_error):
             if view.state == "E":
-                return not_now(LAYER, REASON_HARD_ERROR.format(ar_id=ar_id))
-            return not_now(LAYER, REASON_NOT_RUNNING.format(ar_id=ar_id, state=view.state,
-                                                           start=view.start.strftime("%m/%d/%Y %H:%M:%S")))
+                return not_now(LAYER, REASON_HARD_ERROR, ar_id=ar_id)
+            return not_now(LAYER, REASON_NOT_RUNNING, ar_id=ar_id, state=view.state,
+                           start=view.start.strftime("%m/%d/%Y %H:%M:%S"))
         here = [b for b in view.bookings if b[3] == ctx.request.ref.name]
         if not here:
-            return not_now(LAYER, REASON_OTHER_QUEUE.format(ar_id=ar_id))
+            return not_now(LAYER, REASON_OTHER_QUEUE, ar_id=ar_id)
         hosts = {b[4] for b in here}
         if None not in hosts and ctx.request.host not in hosts:
-            return not_now(LAYER, REASON_OTHER_HOST.format(ar_id=ar_id, host=ctx.request.host))
+            return not_now(LAYER, REASON_OTHER_HOST, ar_id=ar_id, host=ctx.request.host)
         return ALLOW
 
     def adjust(self, ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Mapping
+
+from wms.core.reasons import Reason
 
 
 class Code(StrEnum):
@@ -21,22 +23,33 @@ class Code(StrEnum):
 
 @dataclass(frozen=True)
 class Verdict:
+    """``why`` is a constant of the layer that decided and ``detail`` what
+    fills it; the sentence is rendered only when someone reads ``reason``."""
+
     code: Code
     layer: str = ""
-    reason: str = ""
-    detail: dict[str, Any] = field(default_factory=dict)
+    why: Reason | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def allowed(self) -> bool:
         return self.code is Code.OK
 
+    @property
+    def reason(self) -> str:
+        return self.why.render(self.detail) if self.why is not None else ""
+
+    @property
+    def reason_code(self) -> str:
+        return self.why.code if self.why is not None else ""
+
 
 ALLOW = Verdict(Code.OK)
 
 
-def never(layer: str, reason: str, **detail: Any) -> Verdict:
-    return Verdict(Code.NEVER, layer, reason, detail)
+def never(layer: str, why: Reason, **detail: Any) -> Verdict:
+    return Verdict(Code.NEVER, layer, why, detail)
 
 
-def not_now(layer: str, reason: str, **detail: Any) -> Verdict:
-    return Verdict(Code.NOT_NOW, layer, reason, detail)
+def not_now(layer: str, why: Reason, **detail: Any) -> Verdict:
+    return Verdict(Code.NOT_NOW, layer, why, detail)

@@ -28,13 +28,16 @@ from wms.core import complexes as cx_rules
 from wms.core.complexes import ComplexTable
 from wms.core.quotas.filters import SINGULAR, CompiledFilter, Groups
 from wms.core.quotas.model import FILTER_KINDS, Limit, RuleSet
+from wms.core.reasons import Reason
 
 SCOPE_PREFIX = "rqs:"
 # How many (job, queue, host) answers are kept before starting afresh.
 APPLYING_KEPT = 100_000
 SHARED = "*"
 
-REASON_EXCEEDS = 'exceeds limit "{label}" ({limit}{who})'
+REASON_EXCEEDS = Reason("quota-exceeded", 'exceeds limit "{label}" ({limit}{who})')
+REASON_UNCOMPUTABLE = Reason("quota-limit-unknown", 'limit "{label}" ({resource}={value}) cannot be computed: '
+                             "the host does not report {names}")
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,13 @@ class Refusal:
 
     label: str
     resource: str
-    reason: str
+    why: Reason
+    detail: Mapping[str, Any]
     lasting: bool
+
+    @property
+    def reason(self) -> str:
+        return self.why.render(self.detail)
 
 
 class CompiledRule:
@@ -204,14 +212,14 @@ class QuotaRules:
                 capacity = static if limit.terms is None else dynamic_value(limit, host_value)
                 if capacity is None:
                     names = ", ".join(f"${t.complex}" for t in limit.terms or () if t.complex)
-                    reason = f'limit "{rule.label}" ({limit.resource}={limit.value}) cannot be computed: ' \
-                             f"the host does not report {names}"
-                    return charges, Refusal(rule.label, cx.name, reason, lasting=False)
+                    detail = {"label": rule.label, "resource": limit.resource, "value": limit.value, "names": names}
+                    return charges, Refusal(rule.label, cx.name, REASON_UNCOMPUTABLE, detail, lasting=False)
                 if not cx.is_consumable:
                     if cx.name in hard and not cx_rules.satisfies(cx, hard[cx.name], capacity):
-                        text = f"{cx.name}={cx_rules.format_value(cx, capacity)}"
-                        reason = REASON_EXCEEDS.format(label=rule.label, limit=text, who=rule.who(facts))
-                        return charges, Refusal(rule.label, cx.name, reason, lasting=not limit.dynamic)
+                        detail = {"label": rule.label, "limit": f"{cx.name}={cx_rules.format_value(cx, capacity)}",
+                                  "who": rule.who(facts)}
+                        return charges, Refusal(rule.label, cx.name, REASON_EXCEEDS, detail,
+                                                lasting=not limit.dynamic)
                     continue
                 if amounts is None:
                     amounts = self.amounts(charged, slots, key)
@@ -222,8 +230,8 @@ class QuotaRules:
                 scope = rule.scope(facts)
                 used = (usage or {}).get((scope, cx.name), 0.0)
                 if amount > capacity or (usage is not None and not cx_rules.fits(amount, capacity, used)):
-                    reason = full_reason(self.table, rule.label, cx.name, used, capacity, rule.who(facts))
-                    return charges, Refusal(rule.label, cx.name, reason,
+                    detail = full_detail(self.table, rule.label, cx.name, used, capacity, rule.who(facts))
+                    return charges, Refusal(rule.label, cx.name, REASON_EXCEEDS, detail,
                                             lasting=amount > capacity and not limit.dynamic)
                 charges.append(Charge(rule.label, scope, cx.name, amount, capacity, rule.who(facts)))
         return charges, None
@@ -242,11 +250,12 @@ class QuotaRules:
                 if cx.is_consumable and amounts.get(cx.name, 0.0) > 0]
 
 
-def full_reason(table: ComplexTable, label: str, resource: str, used: float, capacity: float, who: str) -> str:
-    """``exceeds limit "ruleset1/3" (compiler_lic=1/1 for user bob)``."""
+def full_detail(table: ComplexTable, label: str, resource: str, used: float, capacity: float,
+                who: str) -> dict[str, Any]:
+    """What fills REASON_EXCEEDS for a full instance: ``exceeds limit "ruleset1/3" (compiler_lic=1/1 for user bob)``."""
     cx = table.resolve(resource)
     limit = f"{resource}={cx_rules.format_value(cx, used)}/{cx_rules.format_value(cx, capacity)}"
-    return REASON_EXCEEDS.format(label=label, limit=limit, who=who)
+    return {"label": label, "limit": limit, "who": who, "used": used, "capacity": capacity}
 
 
 def limit_value(table: ComplexTable, limit: Limit, host_value: Callable[[str], Any]) -> Any:

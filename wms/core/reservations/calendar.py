@@ -12,7 +12,7 @@ asks for stays within the capacity.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Iterable
 
 Key = tuple[str, str]
@@ -55,3 +55,12 @@ def build(uses: Iterable[tuple[Key, Use]]) -> Calendar:
     for key, use in uses:
         calendar.add(key, use)
     return calendar
+
+
+def job_end(begun: datetime, h_rt: float | None, duration_offset: float) -> datetime | None:
+    """Until when a running job holds what it took: its h_rt after it began,
+    plus the duration offset that covers the time a job takes to end
+    (specs/003 5.2.2.1.3); for ever when it has no runtime limit."""
+    if h_rt is None:
+        return None
+    return begun + timedelta(seconds=h_rt + duration_offset)

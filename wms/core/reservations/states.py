@@ -9,6 +9,7 @@ back. ``x`` and ``d`` are final.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -57,3 +58,31 @@ def due_state(current: str, start: datetime, end: datetime, now: datetime, lost:
 def usable(state: str, hard_error: bool) -> bool:
     """Whether jobs of the reservation may be dispatched now (specs/003 -he)."""
     return state == ARState.RUNNING or (state == ARState.ERROR and not hard_error)
+
+
+# ---------------------------------------------------------------- what a move reports and mails
+# qrsub -m: b mails when the reservation starts, e when it ends, a when it
+# goes into or out of error. A report key says what happened, for the
+# reservation_manager agent's one-line report.
+@dataclass(frozen=True)
+class Effects:
+    report: str
+    mails: tuple[str, ...] = ()
+
+
+def effects_of(current: str, target: ARState, mail_options: str, message: str = "") -> Effects:
+    """What moving a reservation from ``current`` to ``target`` reports and mails (the events as worded in mail)."""
+    state = ARState(current)
+    wants = set(mail_options)
+    if target is ARState.EXITED:
+        return Effects("ended", ("ended",) if "e" in wants else ())
+    if state is ARState.WAITING_ERROR and target is ARState.ERROR:
+        return Effects("started")           # started while still in error: no new mail
+    if target is ARState.RUNNING and state is ARState.WAITING:
+        return Effects("started", ("started",) if "b" in wants else ())
+    if target in (ARState.ERROR, ARState.WAITING_ERROR):
+        return Effects("error", (f"is in error state: {message}",) if "a" in wants else ())
+    mails = ["is valid again"] if "a" in wants else []
+    if target is ARState.RUNNING and state is ARState.WAITING_ERROR and "b" in wants:
+        mails.append("started")
+    return Effects("recovered", tuple(mails))
