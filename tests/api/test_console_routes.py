@@ -20,9 +20,11 @@ def submit(caller, count: int) -> list[int]:
 
 
 @pytest.mark.parametrize("user, role, allowed, refused", [
-    ("roland", "user", ["POST /jobs", "POST /jobs/kill", "POST /reservations", "GET /quotas", "GET /overview"],
-     ["GET /pilots", "PUT /rqs", "PUT /complexes"]),
-    ("oper", "operator", ["GET /pilots", "PUT /rqs", "POST /rqs/attributes"], ["PUT /complexes"]),
+    # roland is not in arusers: he may list reservations, not submit them
+    ("roland", "user", ["POST /jobs", "POST /jobs/kill", "GET /reservations", "GET /quotas", "GET /overview"],
+     ["POST /reservations", "GET /pilots", "PUT /rqs", "PUT /complexes"]),
+    ("oper", "operator", ["GET /pilots", "PUT /rqs", "POST /rqs/attributes", "POST /reservations"],
+     ["PUT /complexes"]),
     ("admin", "manager", ["GET /pilots", "PUT /rqs", "PUT /complexes", "POST /jobs/kill"], []),
     ("pilot", "pilot", ["GET /jobs/{job_id}/why"], ["POST /jobs", "GET /overview", "GET /pilots"]),
 ])

@@ -1,6 +1,7 @@
 """Advance reservations in Chromium against a real server (SQLite and
 PostgreSQL): made in the form, seen in the list and in `qrstat`, changed as
-qralter does, deleted as qrdel does; refused with qrsub's own message."""
+qralter does, deleted as qrdel does; refused with qrsub's own messages; not
+offered to a user outside arusers, whom qrsub refuses too."""
 
 from __future__ import annotations
 
@@ -90,12 +91,12 @@ def test_the_form_refuses_with_qrsubs_messages(console, console_server):
     assert grid_engine(console_server, "qrstat").stdout.strip() == ""  # nothing was reserved
 
 
-def test_a_user_outside_arusers_is_refused_as_qrsub_refuses(console, console_server):
+def test_a_user_outside_arusers_is_not_offered_the_form(console, console_server):
     tab = console()
     tab.sign_in(console_server.issued["roland"])
-    tab.go("reservations/new", "New reservation")
-    tab.page.get_by_label("Duration (-d)").fill("1:00:00")
-    tab.page.get_by_role("button", name="Reserve").click()
-    expect(tab.page.get_by_role("alert")).to_have_text(
-        "denied: roland is neither manager nor operator nor member of the arusers user set: "
-        "may not submit advance reservations")
+    tab.go("reservations", "Reservations")
+    expect(tab.page.get_by_role("region", name="Advance reservations (qrstat)")).to_be_visible()
+    expect(tab.page.get_by_role("link", name="New reservation")).to_have_count(0)
+    tab.go("reservations/new", "Jobs")  # the form's address leads to the jobs
+    refused = grid_engine(console_server, "qrsub", "-d", "1:00:00", token="roland")
+    assert refused.returncode != 0 and "member of the arusers user set" in refused.stderr

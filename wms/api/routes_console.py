@@ -12,6 +12,7 @@ from wms.api.deps import NowDep, RuntimeDep, require
 from wms.api.policies import role_table
 from wms.core.identity import Identity
 from wms.services import overview as overview_service
+from wms.services import reservations as reservations_service
 from wms.services.access import MANAGER, OPERATOR, ROLES, USER
 
 router = APIRouter(tags=["console"])
@@ -24,22 +25,22 @@ People = Annotated[Identity, Depends(require(USER, OPERATOR, MANAGER))]
 #: rule stays in one place.
 ACTIONS = (
     "POST /jobs", "POST /jobs/kill", "GET /jobs/{job_id}/why", "GET /queues", "GET /task-queues", "GET /pools",
-    "POST /reservations", "PATCH /reservations/{ar_id}", "POST /reservations/delete",
+    "GET /reservations", "POST /reservations", "PATCH /reservations/{ar_id}", "POST /reservations/delete",
     "GET /quotas", "GET /rqs", "PUT /rqs", "POST /rqs/attributes", "GET /complexes", "PUT /complexes",
     "GET /pilots", "GET /overview",
 )
 
 
 @router.get("/whoami")
-def whoami(request: Request, caller: Anyone) -> dict[str, Any]:
+def whoami(request: Request, runtime: RuntimeDep, caller: Anyone) -> dict[str, Any]:
     """The caller's user, group, VO and role, and which console actions the role may take."""
     from wms.api.app import API_PREFIX  # here: app.py imports this module
 
     roles = role_table(request.app, API_PREFIX)
-    return {
-        "User": caller.user, "Group": caller.group, "VO": caller.vo, "Role": caller.role,
-        "Allowed": {action: caller.role in roles.get(action, ()) for action in ACTIONS},
-    }
+    allowed = {action: caller.role in roles.get(action, ()) for action in ACTIONS}
+    # Submitting reservations also takes membership of arusers (specs/003): not offered without it.
+    allowed["POST /reservations"] = allowed["POST /reservations"] and reservations_service.may_submit(runtime, caller)
+    return {"User": caller.user, "Group": caller.group, "VO": caller.vo, "Role": caller.role, "Allowed": allowed}
 
 
 @router.get("/overview")

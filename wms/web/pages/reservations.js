@@ -88,12 +88,13 @@ function newForm(status, go) {
   return form;
 }
 
-export async function render(main, {params, go, flash}) {
+export async function render(main, {params, go, flash, allowed}) {
   const status = h("div", {"aria-live": "polite", id: "ar-status"}, flash ? notice(flash) : null);
   const list = h("div", {id: "ar-list"});
   const creating = params[0] === "new";
   fill(main, h("h1", {}, creating ? "New reservation" : "Reservations"),
-    creating ? null : h("div", {class: "actions"}, h("a", {href: "#/reservations/new", class: "button"}, "New reservation")),
+    creating || !allowed("POST /reservations") ? null
+      : h("div", {class: "actions"}, h("a", {href: "#/reservations/new", class: "button"}, "New reservation")),
     status, creating ? newForm(status, go) : list);
   if (creating) return;
   const rows = await get("/reservations");
