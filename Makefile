@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-# Debian packages of the backend tests: they start a one-node Slurm and an
-# sshd of their own.
-TEST_PACKAGES := slurm-wlm munge openssh-server openssh-client
+# Debian packages of the tests: the backend tests start a one-node Slurm and
+# an sshd of their own; the console's tests (tests/web) drive Chromium.
+TEST_PACKAGES := slurm-wlm munge openssh-server openssh-client chromium chromium-driver
 
 .PHONY: demo test install clean bench fuzz test-packages reference
 
@@ -30,7 +30,7 @@ test-packages:
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else \
-		echo "not installed:$$missing (needed by the Slurm and ssh tests; run 'make test-packages' as root)"; \
+		echo "not installed:$$missing (needed by the Slurm, ssh and console tests; run 'make test-packages' as root)"; \
 	fi
 
 demo: $(STAMP)

@@ -323,6 +323,10 @@ CALLS: dict[tuple[str, str], Callable[[World, str], Call]] = {
     ("GET", "/api/v1/jobs/{job_id}/sandbox"): _sandbox_read(""),
     ("GET", "/api/v1/jobs/{job_id}/sandbox/{kind}/{name}"): _sandbox_read("/output/matrix.txt"),
     ("PUT", "/api/v1/jobs/{job_id}/sandbox/output/{name}"): _output_file,
+
+
+    ("GET", "/api/v1/whoami"): lambda w, c: Call("GET", API + "/whoami"),
+    ("GET", "/api/v1/overview"): lambda w, c: Call("GET", API + "/overview"),
 }
 
 

@@ -18,11 +18,12 @@ from starlette.exceptions import HTTPException
 
 from wms import __version__
 from wms.api import (
-    routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
+    routes_console, routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
     routes_sandboxes,
 )
 from wms.api import metrics
 from wms.api.backpressure import Backpressure
+from wms.api.console import mount_console
 from wms.api.deps import public
 from wms.api import openapi
 from wms.api.responses import Health
@@ -122,5 +123,7 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.include_router(routes_reservations.router, prefix=API_PREFIX)
     app.include_router(routes_quotas.router, prefix=API_PREFIX)
     app.include_router(routes_sandboxes.router, prefix=API_PREFIX)
+    app.include_router(routes_console.router, prefix=API_PREFIX)
+    mount_console(app)
     openapi.install(app)
     return app

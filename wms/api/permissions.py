@@ -92,6 +92,8 @@ PUT    /api/v1/sandboxes/{sha256}              401 401 401 ok     ok     ok     
 GET    /api/v1/jobs/{job_id}/sandbox           401 401 401 ok     404    404    404    ok     ok  ok
 GET    /api/v1/jobs/{job_id}/sandbox/{kind}/{name} 401 401 401 ok 404    404    403    403    ok  ok
 PUT    /api/v1/jobs/{job_id}/sandbox/output/{name} 401 401 401 403 403   403    404    ok     ok  ok
+GET    /api/v1/whoami                          401 401 401 ok     ok     ok     ok     ok     ok  ok
+GET    /api/v1/overview                        401 401 401 ok     ok     ok     403    403    ok  ok
 """
 
 

@@ -51,10 +51,11 @@ def list_jobs(
     status: str | None = None,
     owner: str | None = None,
     limit: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
+    pilot: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
 ) -> list[dict[str, Any]]:
     if job_id:
         return jobs_service.job_status(runtime, caller, job_id)
-    return jobs_service.list_jobs(runtime, caller, status=status, owner=owner, limit=limit)
+    return jobs_service.list_jobs(runtime, caller, status=status, owner=owner, limit=limit, pilot=pilot)
 
 
 @router.get("/{job_id}", **answers(r.JobSummary))

@@ -78,14 +78,18 @@ def job_status(runtime: Runtime, identity: Identity, job_ids: list[int]) -> list
 
 
 def list_jobs(
-    runtime: Runtime, identity: Identity, *, status: str | None = None, owner: str | None = None, limit: int | None = None
+    runtime: Runtime, identity: Identity, *, status: str | None = None, owner: str | None = None, limit: int | None = None,
+    pilot: str | None = None,
 ) -> list[dict[str, Any]]:
     """Jobs the caller may see: users as the visibility policy says (their own by default), a pilot
-    those it holds, admins anyone's; ``owner`` filters among them (another user's hidden jobs: none)."""
+    those it holds, admins anyone's; ``owner`` filters among them (another user's hidden jobs: none);
+    ``pilot``: only those that pilot holds or last held."""
     if status is not None and status not in {s.value for s in JobStatus}:
         raise InvalidInput(f"unknown status {status!r} (one of {', '.join(s.value for s in JobStatus)})")
-    held_by, seen = None, None
+    held_by, seen = pilot, None
     if identity.role == access.PILOT:
+        if pilot is not None and pilot != identity.pilot_id:
+            raise Forbidden("a pilot token lists only the jobs of its own pilot")
         if identity.pilot_id is None:
             return []
         held_by = identity.pilot_id

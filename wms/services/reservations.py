@@ -158,10 +158,15 @@ def _denial(decision: Decision) -> str:
 
 
 # ---------------------------------------------------------------- qrsub
+def may_submit(runtime: Runtime, identity: Identity) -> bool:
+    """Whether the caller may submit advance reservations (a manager, an operator, or in arusers)."""
+    return access.may_create(identity.role, identity.user, runtime.config.cluster.usersets)
+
+
 def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: datetime) -> dict[str, Any]:
     """Grant (or, with ``verify``, only check) an advance reservation."""
     usersets = runtime.config.cluster.usersets
-    if not access.may_create(identity.role, identity.user, usersets):
+    if not may_submit(runtime, identity):
         raise Forbidden(f"denied: {identity.user} is neither manager nor operator nor member of the "
                         f"{access.ARUSERS} user set: may not submit advance reservations")
     request, stored = build_request(runtime.complexes, runtime.config.cluster, identity.user, spec, now)
