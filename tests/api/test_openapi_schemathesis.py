@@ -13,6 +13,8 @@ with a fixed seed; `make fuzz` many more with a new seed each time.
 
 from __future__ import annotations
 
+import hashlib
+
 import copy
 import os
 import re
@@ -110,11 +112,20 @@ def take_tour(server: ServerHandle, tokens: dict[str, str]) -> list[tuple[str, s
         answers.append((method, "/api/v1" + template, response))
         return response
 
-    hello = (EXAMPLES_DIR / "hello.jdl").read_text()
+    # the hello job with an input file uploaded before and an output file the pilot sends back
+    hello = (EXAMPLES_DIR / "hello.jdl").read_text().replace(
+        'JobName = "hello";', 'JobName = "hello"; InputSandbox = {"data.txt"}; OutputSandbox = {"out.txt"};')
     software = (EXAMPLES_DIR / "software.jdl").read_text()
-    ids = call("user", "POST", "/jobs", json={"jdls": [{"source": "hello.jdl", "text": hello},
-                                                       {"source": "software.jdl", "text": software}]}
-               ).json()["job_ids"]
+    data = b"tour data\n"
+    digest = hashlib.sha256(data).hexdigest()
+    call("user", "GET", "/sandboxes/limits")
+    call("user", "PUT", "/sandboxes/{sha256}", f"/sandboxes/{digest}", content=data,
+         headers={"Content-Type": "application/octet-stream"})
+    ids = call("user", "POST", "/jobs", json={"jdls": [
+        {"source": "hello.jdl", "text": hello, "input_sandbox": {"data.txt": digest}},
+        {"source": "software.jdl", "text": software}]}).json()["job_ids"]
+    call("user", "GET", "/whoami")
+    call("user", "GET", "/overview")
     first, second = ids
     call("user", "GET", "/jobs")
     call("user", "GET", "/jobs", params={"job_id": ids})
@@ -142,6 +153,15 @@ def take_tour(server: ServerHandle, tokens: dict[str, str]) -> list[tuple[str, s
     call("tour-pilot", "POST", "/jobs/{job_id}/pilot-status", f"{job_path}/pilot-status",
          json={**report, "status": "Running"})
     call("tour-pilot", "POST", "/jobs/{job_id}/heartbeat", f"{job_path}/heartbeat", json=report)
+    held = {"pilot_id": "tour-1", "attempt": job["Attempt"]}
+    call("tour-pilot", "GET", "/jobs/{job_id}/sandbox", f"{job_path}/sandbox", params=held)
+    call("tour-pilot", "GET", "/jobs/{job_id}/sandbox/{kind}/{name}", f"{job_path}/sandbox/input/data.txt",
+         params=held)
+    out = b"tour output\n"
+    call("tour-pilot", "PUT", "/jobs/{job_id}/sandbox/output/{name}", f"{job_path}/sandbox/output/out.txt",
+         params=held, content=out, headers={"Content-Type": "application/octet-stream",
+                                            "X-Content-SHA256": hashlib.sha256(out).hexdigest()})
+    call("user", "GET", "/jobs/{job_id}/sandbox", f"{job_path}/sandbox")
     call("user", "GET", "/quotas")
     call("manager", "GET", "/quotas", params={"users": "*"})
     call("tour-pilot", "POST", "/jobs/{job_id}/output", f"{job_path}/output",

@@ -51,14 +51,20 @@ RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before trying aga
                                "schema": {"type": "integer"}}}
 
 
+# A success answer that is a file's bytes rather than JSON.
+BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+
+
 def answers(model: Any, *errors: int, status: int = 200, description: str = "Successful Response") -> dict[str, Any]:
     """Keywords for a route decorator: ``model`` documents the success answer
-    (``None``: no body), ``errors`` the statuses only the route's service gives."""
+    (``None``: no body, BINARY: raw bytes), ``errors`` the statuses only the route's service gives."""
     unknown = [code for code in errors if code not in ERRORS]
     if unknown:
         raise ValueError(f"undocumented error status {unknown}: add it to ERRORS")
     success: dict[str, Any] = {"description": description}
-    if model is not None:
+    if model is BINARY:
+        success["content"] = BINARY
+    elif model is not None:
         success["model"] = model
     responses: dict[int | str, dict[str, Any]] = {status: success}
     responses.update({code: {"model": ErrorResponse, "description": ERRORS[code]} for code in errors})
@@ -135,6 +141,8 @@ def build_document(app: FastAPI) -> dict[str, Any]:
     schemas.pop("ValidationError", None)
     components["securitySchemes"] = {BEARER: {"type": "http", "scheme": "bearer", "description": BEARER_DESCRIPTION}}
     for route in api_routes(app):
+        if not route.original_route.include_in_schema:      # /metrics: Prometheus' text, not the API's
+            continue
         codes = implied_errors(route) | {int(c) for c in route.responses if str(c).isdigit() and int(c) >= 400}
         for method in route.methods or ():
             operation = document["paths"][route.path_format][method.lower()]

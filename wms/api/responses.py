@@ -53,6 +53,64 @@ class Health(Answer):
 
 class SubmittedJobs(Answer):
     job_ids: list[int] = Field(description="one id per job created, in order")
+    warnings: list[str] = Field(description="a line per JDL whose jobs no configured queue could ever run "
+                                            "(stored all the same unless strict)")
+
+
+# ---------------------------------------------------------------- sandboxes
+class SandboxLimits(Answer):
+    file_bytes: int = Field(description="the largest sandbox file (sandboxes.file_bytes)")
+    job_bytes: int = Field(description="the most one job's sandbox may hold (sandboxes.job_bytes)")
+    store: str = Field(description="directory or database")
+
+
+class UploadedFile(Answer):
+    sha256: str
+    size: int
+
+
+class SandboxFile(Answer):
+    name: str
+    size: int
+    sha256: str
+
+
+class SandboxManifest(Answer):
+    JobID: int
+    InputSandbox: list[SandboxFile]
+    OutputSandbox: list[str] = Field(description="the JDL's OutputSandbox entries (names or patterns)")
+    OutputFiles: list[SandboxFile] = Field(description="the output files stored (none for a pilot)")
+
+
+class StoredOutputFile(Answer):
+    JobID: int
+    name: str
+    size: int
+    sha256: str
+
+
+# ---------------------------------------------------------------- the web console
+class WhoAmI(Answer):
+    User: str
+    Group: str
+    VO: str
+    Role: str
+    Allowed: dict[str, bool] = Field(description="each console action (METHOD /path) and whether the caller may")
+
+
+class FullQueue(Answer):
+    Kind: str
+    Name: str
+    Full: list[str] = Field(description="the consumables (slots among them) with nothing left")
+
+
+class Overview(Answer):
+    Jobs: dict[str, int] = Field(description="jobs the caller may see, by status")
+    Pilots: dict[str, int] | None = Field(description="pilots by state (operators and managers), else null")
+    RecentMatches: int
+    RecentMinutes: int
+    FullQueues: list[FullQueue]
+    Time: str = Field(description=TIME)
 
 
 class JobSummary(Answer):
@@ -115,6 +173,8 @@ class QueueVerdict(Answer):
     Layer: str = Field(description="the layer that decided (empty when eligible)")
     Code: str = Field(description="OK, NOT_NOW, NEVER or ERROR")
     Reason: str
+    ReasonCode: str = Field(description="the deciding reason's stable code (consumable-full, not-in-submit-pool, "
+                                        "...; empty when eligible)")
 
 
 class WhyReport(Answer):
@@ -167,13 +227,23 @@ class HeartbeatAnswer(Answer):
     Kill: bool = Field(description="true: the job was killed meanwhile; the pilot stops it")
 
 
+class SlotCounts(Answer):
+    reserved: int
+    used: int
+    total: int
+
+
 class QueueLoad(Answer):
-    """One line of `wms queues` (qstat -f)."""
+    """One line of `wms queues` (qstat -f): numbers for programs, the cells of qstat -f for people."""
 
     Kind: str = Field(description="global, queue or host")
     Name: str
+    Slots: SlotCounts | None = Field(description="null where no slots are configured")
+    Usage: dict[str, dict[str, Any]] = Field(
+        description="each other consumable: used and total, or for an exclusive one: exclusive, jobs, offered")
     resv_used_tot: str = Field(alias="resv/used/tot", description="reserved/used/total slots")
     Consumables: dict[str, str]
+    Parameters: dict[str, Any] | None = Field(None, description="queue lines only: the queue's parameters")
 
 
 class Text(Answer):

@@ -8,7 +8,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
+from wms.api import responses as r
 from wms.api.deps import NowDep, RuntimeDep, require
+from wms.api.openapi import answers
 from wms.api.policies import role_table
 from wms.core.identity import Identity
 from wms.services import overview as overview_service
@@ -31,7 +33,7 @@ ACTIONS = (
 )
 
 
-@router.get("/whoami")
+@router.get("/whoami", **answers(r.WhoAmI))
 def whoami(request: Request, runtime: RuntimeDep, caller: Anyone) -> dict[str, Any]:
     """The caller's user, group, VO and role, and which console actions the role may take."""
     from wms.api.app import API_PREFIX  # here: app.py imports this module
@@ -43,7 +45,7 @@ def whoami(request: Request, runtime: RuntimeDep, caller: Anyone) -> dict[str, A
     return {"User": caller.user, "Group": caller.group, "VO": caller.vo, "Role": caller.role, "Allowed": allowed}
 
 
-@router.get("/overview")
+@router.get("/overview", **answers(r.Overview))
 def overview(runtime: RuntimeDep, now: NowDep, caller: People) -> dict[str, Any]:
     """Jobs by state, pilots by state (administrators), matches in the last minutes, full queues."""
     return overview_service.overview(runtime, caller, now)

@@ -19,7 +19,9 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from wms.api import responses as r
 from wms.api.deps import NowDep, RuntimeDep, require
+from wms.api.openapi import BINARY, answers
 from wms.api.models import IdPath, Int32
 from wms.core.errors import InvalidInput, TooLarge
 from wms.core.identity import Identity
@@ -76,13 +78,13 @@ async def receive(request: Request, limit: int, what: str) -> sandboxes_service.
     return sandboxes_service.Received(content=spool, size=size, sha256=digest.hexdigest())
 
 
-@router.get("/sandboxes/limits")
+@router.get("/sandboxes/limits", **answers(r.SandboxLimits))
 def limits(runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     """The size limits `wms submit` checks before it uploads anything."""
     return sandboxes_service.limits_view(runtime)
 
 
-@router.put("/sandboxes/{sha256}", status_code=201, openapi_extra=RAW_BODY)
+@router.put("/sandboxes/{sha256}", status_code=201, openapi_extra=RAW_BODY, **answers(r.UploadedFile, status=201))
 async def upload(sha256: str, request: Request, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     """Upload one input file (raw body), named by its SHA-256, for the caller's next submissions."""
     limit = runtime.config.settings.sandboxes.file_bytes
@@ -91,14 +93,14 @@ async def upload(sha256: str, request: Request, runtime: RuntimeDep, now: NowDep
         return await run_in_threadpool(sandboxes_service.upload, runtime, caller, sha256, received, now)
 
 
-@router.get("/jobs/{job_id}/sandbox")
+@router.get("/jobs/{job_id}/sandbox", **answers(r.SandboxManifest, 404))
 def manifest(job_id: IdPath, runtime: RuntimeDep, caller: Reader, pilot_id: PilotId = None,
              attempt: Attempt = None) -> dict[str, Any]:
     """The job's input files, its OutputSandbox entries and (for its owner) the output files stored."""
     return sandboxes_service.manifest(runtime, caller, job_id, pilot_id, attempt)
 
 
-@router.get("/jobs/{job_id}/sandbox/{kind}/{name}")
+@router.get("/jobs/{job_id}/sandbox/{kind}/{name}", **answers(BINARY, 404, description="the file's bytes"))
 def download(job_id: IdPath, kind: str, name: str, runtime: RuntimeDep, caller: Reader,
              pilot_id: PilotId = None, attempt: Attempt = None) -> StreamingResponse:
     """One file of the job's input or output sandbox, as raw bytes."""
@@ -107,7 +109,8 @@ def download(job_id: IdPath, kind: str, name: str, runtime: RuntimeDep, caller: 
         SHA_HEADER: info.sha256, "Content-Length": str(info.size)})
 
 
-@router.put("/jobs/{job_id}/sandbox/output/{name}", status_code=201, openapi_extra=RAW_BODY)
+@router.put("/jobs/{job_id}/sandbox/output/{name}", status_code=201, openapi_extra=RAW_BODY,
+            **answers(r.StoredOutputFile, 404, 409, status=201))
 async def upload_output(
     job_id: IdPath, name: str, request: Request, runtime: RuntimeDep, now: NowDep, caller: Pilot,
     pilot_id: Annotated[str, Query(min_length=1, max_length=255)],
