@@ -289,7 +289,7 @@ NAMES = [
     ("%2E%2E", 400, "'..' is not a file name"),
     ("%2E", 400, "'.' is not a file name"),
     ("a%5Cb", 400, "is not a plain file name"),
-    ("..%2F..%2Fetc%2Fpasswd", 404, "Not Found"),        # a '/' never reaches a name: no such route
+    ("..%2F..%2Fetc%2Fpasswd", 404, "no such path"),     # a '/' never reaches a name: no such route
     ("x%0Ay", 400, "holds a control character"),
 ]
 
