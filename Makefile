@@ -18,8 +18,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Two workers (pytest-xdist): most tests wait on real processes, so two
+# keep a 2-core machine busy without crowding it; TEST_WORKERS=0 runs in one.
+TEST_WORKERS ?= 2
 test: $(STAMP) test-packages
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Installs what is missing when root on Debian; otherwise says what is missing
 # (those tests then skip, or fail under CI=true).

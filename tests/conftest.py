@@ -238,3 +238,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             shown = f"(the logs could not be read: {exc})"
         if shown:
             report.sections.append(("log tails of the test's processes", shown))
+
+
+# -- running on several workers (pytest-xdist, `make test`) -----------------------------
+
+# Tests that share an expensive session- or package-wide service run on one
+# worker (`--dist loadgroup`), so each service starts once per run rather than
+# once per worker: the console's server and Chromium, the one-node Slurm, the
+# sshd. Every other test goes to whichever worker is free.
+SHARED_SERVICE_GROUPS = {"slurm_cluster": "slurm", "ssh_server": "ssh"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    web = Path(__file__).parent / "web"
+    for item in items:
+        if web in Path(item.path).parents:
+            item.add_marker(pytest.mark.xdist_group("web"))
+            continue
+        for fixture, group in SHARED_SERVICE_GROUPS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

@@ -14,8 +14,11 @@ def runtime(engine) -> Runtime:
     return Runtime.create(default_config(), engine)
 
 
-# The spare Redis database the Celery and broker tests use (and flush).
-REDIS_URL = os.environ.get("WMS_TEST_CELERY_REDIS_URL", "redis://127.0.0.1:6379/11")
+# The spare Redis database the Celery and broker tests use (and flush): 11
+# for a plain run; under pytest-xdist each worker (gw0, gw1, ...) counts down
+# from 11, so two workers never flush each other's queues.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+REDIS_URL = os.environ.get("WMS_TEST_CELERY_REDIS_URL", f"redis://127.0.0.1:6379/{11 - _WORKER}")
 
 
 @pytest.fixture(scope="module")
