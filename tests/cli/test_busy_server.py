@@ -8,13 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, send_json, small_http_server
 
 
 class Busy:
@@ -38,16 +37,9 @@ def busy() -> Iterator[tuple[str, Busy]]:
             self.seen_it()
             if len(state.seen) <= state.times:
                 status, after = state.busy
-                data = json.dumps({"detail": "server busy"}).encode()
-                headers = {"Retry-After": after} if after else {}
+                send_json(self, status, {"detail": "server busy"}, {"Retry-After": after} if after else {})
             else:
-                status, data, headers = 200, json.dumps(state.answer).encode(), {}
-            self.send_response(status)
-            for name, value in {**headers, "Content-Type": "application/json",
-                                "Content-Length": str(len(data))}.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+                send_json(self, 200, state.answer)
 
         def seen_it(self) -> None:
             state.seen.append((self.command, self.path.split("?")[0]))
@@ -57,13 +49,8 @@ def busy() -> Iterator[tuple[str, Busy]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with small_http_server(Handler) as url:
+        yield url, state
 
 
 def wms(url: str, *args: str) -> subprocess.CompletedProcess:

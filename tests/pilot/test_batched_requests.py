@@ -6,14 +6,14 @@ pilot ask request-job, one job at a time, from then on."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from pilot.client import Client
+from tests.helpers import send_json, small_http_server
 from pilot.main import Pilot, Settings
 
 JOB = {"JobID": 7, "Attempt": 1, "JDL": "[]", "Executable": "/bin/true", "Arguments": "", "Slots": 1, "Lease": 60,
@@ -38,26 +38,13 @@ def fake_server() -> Iterator[tuple[str, Script]]:
             script.seen.append((self.path, body))
             queue = script.answers.get(self.path) or [(404, {}, {"detail": f"no such path: {self.path}"})]
             status, headers, answer = queue.pop(0) if len(queue) > 1 else queue[0]
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            for name, value in {**headers, "Content-Type": "application/json",
-                                "Content-Length": str(len(data))}.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, answer, headers)
 
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", script
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-
+    with small_http_server(Handler) as url:
+        yield url, script
 
 def settings(url: str, slots: int) -> Settings:
     return Settings(url=url, token="t", site="S", ce="C", queue="Q", pools=[], slots=slots, pilot_id="p1",
