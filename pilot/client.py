@@ -15,7 +15,7 @@ A busy server (HTTP 429 or 503 with ``Retry-After``, docs/deployment.md
 jitter (pilot/backoff.py), and asks again, without using up its retries,
 for up to ``busy_patience`` seconds in all.
 
-A retried ``request-job`` whose first attempt did reach the server may
+A retried ``request-job`` (or ``request-jobs``) whose first attempt did reach the server may
 leave a claimed job behind; the Matcher's lease returns it to Waiting, so
 retrying is still the better trade than losing the slot.
 """
@@ -39,6 +39,8 @@ from pilot.backoff import busy_delay, retry_after
 
 API_PREFIX = "/api/v1"
 DEFAULT_URL = "http://127.0.0.1:8080"
+#: The most jobs one request-jobs call may ask for (the server's limit).
+MAX_BATCH = 64
 
 log = logging.getLogger("pilot.client")
 
@@ -181,6 +183,14 @@ class Client:
         answer = self.call("POST", "/matcher/request-job", dict(body))
         if not isinstance(answer, dict):
             raise NetworkError("POST /matcher/request-job: expected an object")
+        return answer
+
+    def request_jobs(self, body: Mapping[str, Any], count: int) -> dict[str, Any]:
+        """Ask for up to ``count`` jobs at once (a multi-slot pilot): ``{"jobs": [job, ...],
+        "reason"}``. A server older than the route answers 404 (:class:`ApiError`)."""
+        answer = self.call("POST", "/matcher/request-jobs", {**body, "count": count})
+        if not isinstance(answer, dict) or not isinstance(answer.get("jobs"), list):
+            raise NetworkError("POST /matcher/request-jobs: expected an object with a list of jobs")
         return answer
 
     # Every job call quotes the attempt (the job's hand-out) when known: the

@@ -12,7 +12,12 @@ Lifecycle
        each one sends is exact and a multi-slot job can never overbook the
        node; the job's ``Slots`` are taken before the next request goes out
        and given back when it ends. A worker finding no free slot waits for
-       one (that is not a "no match"). Each job runs in the worker's thread
+       one (that is not a "no match"). With more than one slot free, a
+       worker asks for as many jobs at once as there are free slots and idle
+       workers (``POST /matcher/request-jobs``; one job at a time with a
+       server that answers 404 for it): it runs the first and leaves the
+       others, their slots taken, to the idle workers, which an empty
+       answer's wait does not hold back. Each job runs in the worker's thread
        through :func:`pilot.runner.run_job`, with its input sandbox fetched
        before it starts and its output sandbox sent after it ends
        (:mod:`pilot.sandboxes`).
@@ -57,6 +62,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +70,7 @@ from typing import Any
 
 from pilot import __version__, logs
 from pilot.backoff import empty_delay
-from pilot.client import DEFAULT_URL, Client, ClientError
+from pilot.client import DEFAULT_URL, MAX_BATCH, ApiError, Client, ClientError
 from pilot.credentials import CREDENTIAL_LOST, EXIT_CREDENTIAL, Keeper, load_token
 from pilot.orphans import Sessions, end_orphans, private_dir
 from pilot.probe import NodeInfo, cpu_count, hostname, probe_node
@@ -238,6 +244,11 @@ class Pilot:
         self.free = settings.slots
         self.slots_changed = threading.Condition()
         self.request_lock = threading.Lock()  # one match request at a time: exact free-slot counts
+        # Jobs of a batched answer waiting for an idle worker (their slots already taken),
+        # and the workers alive and not running a job (a batch asks for no more jobs than that).
+        self.pending: deque[tuple[JobSpec, int]] = deque()
+        self.idle = settings.slots
+        self.batched = True                   # False once the server says it has no request-jobs
         self.pools: list[str] | None = settings.pools
         self.node: NodeInfo = probe_node(settings.platform)
         self.jobs_run = 0
@@ -302,69 +313,131 @@ class Pilot:
 
     # -- slot workers --------------------------------------------------------
 
-    def take_job(self) -> tuple[JobSpec, int] | None | bool:
-        """One match request with the free slots now.
+    def take_job(self, pending_only: bool = False) -> tuple[JobSpec, int] | None | bool:
+        """A job left by another worker's batch, else one match request with the free slots now.
 
         Returns (job, slots taken), None for an empty answer (or a failed
         call), or False when there is no free slot or the pilot stops.
+        ``pending_only``: a left job or None, never a request.
         """
         with self.slots_changed:
-            while self.free <= 0 and not self.stop.is_set():
+            while self.free <= 0 and not self.pending and not self.stop.is_set() and not pending_only:
                 self.slots_changed.wait(1.0)
-        if self.stop.is_set():
-            return False
+            if self.stop.is_set():
+                return False
+            if self.pending or pending_only:
+                return self._started(self.pending.popleft()) if self.pending else None
         with self.request_lock:
             with self.slots_changed:
-                free = self.free
+                if self.pending:
+                    return self._started(self.pending.popleft())
+                free, idle = self.free, self.idle
             if free <= 0:
                 return False
-            try:
-                answer = self.client.request_job(self.request_body(free))
-            except ClientError as exc:
-                log.error("request-job failed: %s", exc)
+            jobs = self.ask(free, max(1, min(free, idle, MAX_BATCH)))
+            taken: list[tuple[JobSpec, int]] = []
+            left = free
+            for job in jobs:
+                try:
+                    spec = JobSpec.from_match(job)
+                except (KeyError, TypeError, ValueError) as exc:
+                    log.error("unusable job in the answer (%s): %r", exc, job)
+                    continue
+                slots = spec.slots
+                if slots > left:
+                    # The Matcher was told what is free; more is its bug. Run the job
+                    # but do not let the counter go below zero and stall the others.
+                    log.warning("job %d wants %d slots, only %d free", spec.job_id, slots, left)
+                    slots = left
+                left -= slots
+                taken.append((spec, slots))
+            if not taken:
                 return None
-            if not answer.get("match"):
-                log.info("no match: %s", answer.get("reason", "no reason given"))
-                return None
-            try:
-                spec = JobSpec.from_match(answer["job"])
-            except (KeyError, TypeError, ValueError) as exc:
-                log.error("unusable job in the answer (%s): %r", exc, answer.get("job"))
-                return None
-            taken = spec.slots
-            if taken > free:
-                # The Matcher was told `free`; more is its bug. Run the job but
-                # do not let the counter go below zero and stall the others.
-                log.warning("job %d wants %d slots, only %d free", spec.job_id, taken, free)
-                taken = free
             with self.slots_changed:
-                self.free -= taken
-            return spec, taken
+                self.free -= sum(slots for _, slots in taken)
+                self.pending.extend(taken[1:])
+                self.slots_changed.notify_all()
+                return self._started(taken[0])
+
+    def _started(self, job: tuple[JobSpec, int]) -> tuple[JobSpec, int]:
+        """A worker takes ``job`` (under ``slots_changed``): it is no longer idle."""
+        self.idle -= 1
+        return job
+
+    def ask(self, free: int, count: int) -> list[dict[str, Any]]:
+        """The jobs of one match request (none for an empty answer or a failed call):
+        request-jobs for ``count`` > 1, request-job for one, or when the server
+        has no request-jobs (HTTP 404: a server older than the route)."""
+        body = self.request_body(free)
+        try:
+            if count > 1 and self.batched:
+                try:
+                    answer = self.client.request_jobs(body, count)
+                except ApiError as exc:
+                    if exc.status != 404:
+                        raise
+                    log.info("the server has no request-jobs (HTTP 404): asking for one job at a time")
+                    self.batched = False
+                else:
+                    if not answer["jobs"]:
+                        log.info("no match: %s", answer.get("reason") or "no reason given")
+                    return answer["jobs"]
+            answer = self.client.request_job(body)
+        except ClientError as exc:
+            log.error("request-job failed: %s", exc)
+            return []
+        if not answer.get("match"):
+            log.info("no match: %s", answer.get("reason", "no reason given"))
+            return []
+        return [answer.get("job")]
 
     def give_back(self, slots: int) -> None:
         with self.slots_changed:
             self.free += slots
+            self.idle += 1
             self.slots_changed.notify_all()
+
+    def leave(self) -> bool:
+        """Whether a worker may end now: not while a batch's job waits for a worker."""
+        with self.slots_changed:
+            if self.pending and not self.stop.is_set():
+                return False
+            self.idle -= 1
+            return True
+
+    def pause(self, seconds: float) -> None:
+        """The wait after an empty answer, cut short by a batch's job left for this worker or by a stop."""
+        deadline = time.monotonic() + seconds
+        with self.slots_changed:
+            while not self.pending and not self.stop.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self.slots_changed.wait(min(remaining, 0.2))
 
     def slot_worker(self, index: int) -> None:
         """Ask, run, repeat; until max-empty, too little lifetime, or stop."""
         empty = 0
         while not self.stop.is_set():
-            if self.time_left() < self.s.min_time_left:
+            late = self.time_left() < self.s.min_time_left
+            if late and self.leave():
                 log.info("slot %d: %.0f s of lifetime left, less than %.0f: no more jobs",
                          index, self.time_left(), self.s.min_time_left)
                 break
-            got = self.take_job()
+            if empty >= self.s.max_empty and self.leave():
+                log.info("slot %d: %d empty answers in a row, stopping", index, empty)
+                break
+            got = self.take_job(pending_only=late or empty >= self.s.max_empty)
             if got is False:
                 continue
             if got is None:
+                if empty >= self.s.max_empty or late:
+                    continue                    # a batch's job went to another worker: try to leave again
                 empty += 1
-                if empty >= self.s.max_empty:
-                    log.info("slot %d: %d empty answers in a row, stopping", index, empty)
-                    break
-                # Longer after each empty answer in a row, and never in step
-                # with the other pilots (pilot/backoff.py).
-                self.stop.wait(empty_delay(self.s.poll, empty))
+                if empty < self.s.max_empty:
+                    # Longer after each empty answer in a row, and never in step
+                    # with the other pilots (pilot/backoff.py).
+                    self.pause(empty_delay(self.s.poll, empty))
                 continue
             empty = 0
             spec, taken = got

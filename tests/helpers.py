@@ -12,9 +12,13 @@ as soon as its condition holds.
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -142,3 +146,27 @@ def eventually(assertion: Callable[[], Any], timeout: float = 30, every: float =
             if time.monotonic() >= deadline:
                 raise
         time.sleep(every)
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, answer: Any,
+              headers: Mapping[str, str] | None = None) -> None:
+    """Answer ``answer`` as JSON with ``status`` (and ``headers``) from a small test HTTP server."""
+    data = json.dumps(answer).encode()
+    handler.send_response(status)
+    for name, value in {**(headers or {}), "Content-Type": "application/json",
+                        "Content-Length": str(len(data))}.items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+@contextmanager
+def small_http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 answering with ``handler`` in a thread; its URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -4,7 +4,9 @@ Fills a scratch database as `wms bench match` does, measures the Matcher
 in-process on it (the reference of the same run), then starts a real
 `wms server` on it and drives N concurrent pilots against
 POST /api/v1/matcher/request-job, each on its own keep-alive connection
-with its own pilot token, for a fixed time per N. Reported per N:
+with its own pilot token, for a fixed time per N. With ``--batch K`` each
+pilot offers K slots and asks POST /api/v1/matcher/request-jobs for up to
+K jobs a request; every job handed out counts as a match. Reported per N:
 matches per second, p50/p99 latency, errors, and the server's CPU time
 per match (read from /proc), beside the in-process rate.
 
@@ -44,6 +46,7 @@ from wms.services.runtime import Runtime
 from wms.services.tokens import create_token
 
 PATH = "/api/v1/matcher/request-job"
+BATCH_PATH = "/api/v1/matcher/request-jobs"
 REQUEST_TIMEOUT = 60.0
 # Seconds of waiting after which a pilot reconnects: uvicorn closes a
 # connection idle for 5 s (its timeout_keep_alive).
@@ -154,13 +157,24 @@ class Tally:
     refused_without_retry_after: int = 0
 
 
-def pilot_body(rng: random.Random, queues, pilot_id: str) -> bytes:
+def pilot_body(rng: random.Random, queues, pilot_id: str, batch: int | None = None) -> bytes:
+    """A pilot's request; with ``batch`` K, K free slots and up to K jobs (request-jobs)."""
     request = pilot_request(rng, queues, 0)
-    return json.dumps({
+    body = {
         "site": request.site, "ce": request.ce, "queue": request.queue, "host": request.host, "pilot_id": pilot_id,
         "slots": request.slots, "platform": request.platform, "cpu_time_left": request.cpu_time_left,
         "load": dict(request.load),
-    }).encode()
+    }
+    if batch is not None:
+        body.update(slots=batch, count=batch)
+    return json.dumps(body).encode()
+
+
+def matched_jobs(answer: bytes, batch: int | None) -> list[int]:
+    """The job ids an answer hands out: request-job's one, or request-jobs' list."""
+    if batch is not None:
+        return [job["JobID"] for job in json.loads(answer)["jobs"]]
+    return [json.loads(answer)["job"]["JobID"]] if answer.startswith(b'{"match":true') else []
 
 
 async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes,
@@ -183,10 +197,11 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, h
     return status, await reader.readexactly(length), wait
 
 
-async def pilot(k: int, port: int, token: str, queues, deadline: float, seed: int, tally: Tally) -> None:
+async def pilot(k: int, port: int, token: str, queues, deadline: float, seed: int, tally: Tally,
+                batch: int | None = None) -> None:
     rng = random.Random(seed * 100_003 + k)
     pilot_id = f"bench-http-{k}"
-    head = (f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+    head = (f"POST {BATCH_PATH if batch else PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
             "Content-Type: application/json\r\nContent-Length: ").encode()
     loop = asyncio.get_running_loop()
     connection = None
@@ -194,7 +209,7 @@ async def pilot(k: int, port: int, token: str, queues, deadline: float, seed: in
         try:
             if connection is None:
                 connection = await asyncio.open_connection("127.0.0.1", port)
-            body = pilot_body(rng, queues, pilot_id)
+            body = pilot_body(rng, queues, pilot_id, batch)
             started = time.perf_counter()
             status, answer, wait = await asyncio.wait_for(exchange(*connection, head, body), REQUEST_TIMEOUT)
             elapsed = time.perf_counter() - started
@@ -217,8 +232,7 @@ async def pilot(k: int, port: int, token: str, queues, deadline: float, seed: in
             tally.errors.append(f"HTTP {status}: {answer[:200].decode(errors='replace')}")
             continue
         tally.latencies.append(elapsed)
-        if answer.startswith(b'{"match":true'):
-            tally.matched.append(json.loads(answer)["job"]["JobID"])
+        tally.matched.extend(matched_jobs(answer, batch))
     _close(connection)
 
 
@@ -228,10 +242,11 @@ def _close(connection) -> None:
     return None
 
 
-async def drive(count: int, port: int, tokens: list[str], queues, seconds: float, seed: int) -> Tally:
+async def drive(count: int, port: int, tokens: list[str], queues, seconds: float, seed: int,
+                batch: int | None = None) -> Tally:
     tally = Tally()
     deadline = asyncio.get_running_loop().time() + seconds
-    await asyncio.gather(*(pilot(k, port, tokens[k], queues, deadline, seed, tally) for k in range(count)))
+    await asyncio.gather(*(pilot(k, port, tokens[k], queues, deadline, seed, tally, batch) for k in range(count)))
     return tally
 
 
@@ -272,7 +287,8 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
         for count in args.pilots:
             print(f"  over HTTP: {count} pilots for {args.seconds:.0f} s", file=sys.stderr)
             cpu_before, own_before = server.cpu_seconds(), time.process_time()
-            tally = asyncio.run(drive(count, server.port, tokens, queues, args.seconds, args.seed))
+            tally = asyncio.run(drive(count, server.port, tokens, queues, args.seconds, args.seed,
+                                      getattr(args, "batch", None)))
             cpu = server.cpu_seconds() - cpu_before
             ordered = sorted(tally.latencies)
             matches = len(tally.matched)
@@ -334,6 +350,7 @@ def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "refused_without_retry_after": sum(row.get("refused_without_retry_after", 0) for row in per_run),
             "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None)})
     return {"benchmark": "http", "database": args.database, "workers": args.workers,
+            "batch": getattr(args, "batch", None),
             "backpressure": backpressure_options(args), "jobs": args.jobs,
             "task_queues": args.task_queues,
             "seconds": args.seconds, "runs": len(runs),
@@ -345,7 +362,8 @@ def print_table(summary: dict[str, Any]) -> None:
     def shown(value, fmt="{:.1f}"):
         return "-" if value is None else fmt.format(value)
 
-    print(f"http on {summary['database']}, {summary['workers']} server worker(s): {summary['jobs']} jobs, {summary['task_queues']} task queues, "
+    batch = f", up to {summary['batch']} jobs a request" if summary.get("batch") else ""
+    print(f"http on {summary['database']}, {summary['workers']} server worker(s){batch}: {summary['jobs']} jobs, {summary['task_queues']} task queues, "
           f"{summary['seconds']:.0f} s per step, median of {summary['runs']} run(s); in-process "
           f"{summary['in_process_matches_per_second']:.0f} matches/s; duplicates {summary['duplicates']}")
     header = ("pilots", "matches/s", "of in-process", "p50 ms", "p99 ms", "errors", "refused/s (429)",

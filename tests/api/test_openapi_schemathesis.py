@@ -174,6 +174,10 @@ def take_tour(server: ServerHandle, tokens: dict[str, str]) -> list[tuple[str, s
     # no match: the other job needs what ce01/long does not offer
     no_match = call("tour-pilot", "POST", "/matcher/request-job", json=request).json()
     assert no_match["match"] is False, no_match
+    # a two-slot pilot asks for two jobs at once: one more hello job, then the same no-match
+    call("user", "POST", "/jobs", json={"jdls": [{"source": "hello.jdl", "text": (EXAMPLES_DIR / "hello.jdl").read_text()}]})
+    batch = call("tour-pilot", "POST", "/matcher/request-jobs", json={**request, "slots": 2, "count": 2}).json()
+    assert len(batch["jobs"]) == 1 and batch["reason"], batch
 
     # a pilot as the SiteDirector records it
     with database(server) as engine:

@@ -239,6 +239,11 @@ def _request_job(w: World, caller: str) -> Call:
     return Call("POST", API + "/matcher/request-job", request_body(pilot_id))
 
 
+def _request_jobs(w: World, caller: str) -> Call:
+    pilot_id = {"pilot": "matrix-other", "own_pilot": "matrix-own"}.get(caller, ADMIN_PILOT)
+    return Call("POST", API + "/matcher/request-jobs", {**request_body(pilot_id), "slots": 2, "count": 2})
+
+
 def _renew(w: World, caller: str) -> Call:
     return Call("POST", API + "/pilots/token/renew", {"pilot_id": _speaks_as(caller)})
 
@@ -282,6 +287,7 @@ CALLS: dict[tuple[str, str], Callable[[World, str], Call]] = {
     ("DELETE", "/api/v1/jobs/{job_id}"): _kill_one,
     ("POST", "/api/v1/match-queues"): lambda w, c: Call("POST", API + "/match-queues", {"text": CERN_ONLY}),
     ("POST", "/api/v1/matcher/request-job"): _request_job,
+    ("POST", "/api/v1/matcher/request-jobs"): _request_jobs,
     ("POST", "/api/v1/jobs/{job_id}/pilot-status"): _report("/pilot-status", {"status": "Running"}),
     ("POST", "/api/v1/jobs/{job_id}/heartbeat"): _report("/heartbeat", {}),
     ("POST", "/api/v1/jobs/{job_id}/output"): _report("/output", {"stdout": "hello\n"}),

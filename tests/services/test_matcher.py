@@ -255,3 +255,43 @@ def test_two_reapers_at_once_reschedule_a_job_once(runtime, now):
     assert errors == [] and sum(counts) == 1
     statuses = [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
     assert statuses.count("Stalled") == 1 and statuses[-1] == "Waiting"
+
+
+def test_a_batch_hands_out_jobs_while_the_slots_last(runtime, now):
+    submitted = submit(runtime, now, *[HELLO] * 3)
+    result = matcher.request_jobs(runtime, pilot(slots=2), 2, now)
+    assert len(result.jobs) == 2 and {job["JobID"] for job in result.jobs} <= set(submitted)
+    assert result.reason is None
+    rest = matcher.request_jobs(runtime, pilot("p2", slots=4), 4, now)
+    assert [job["JobID"] for job in rest.jobs] == [j for j in submitted if j not in {x["JobID"] for x in result.jobs}]
+    assert rest.reason == matcher.NO_WAITING
+    with pytest.raises(InvalidInput, match="count must be from 1 to 2"):
+        matcher.request_jobs(runtime, pilot("p3", slots=2), 3, now)
+
+
+def test_a_batch_whose_later_match_fails_keeps_and_answers_the_jobs_claimed(runtime, now, monkeypatch):
+    # A fault injected into the second match of the batch (the database gone,
+    # say): the first job is committed and this pilot's, so it is answered.
+    submitted = submit(runtime, now, HELLO, HELLO)
+    real, calls = matcher._request_job, []
+
+    def second_fails(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("the database went away")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(matcher, "_request_job", second_fails)
+    result = matcher.request_jobs(runtime, pilot(slots=2), 2, now)
+    assert [job["JobID"] for job in result.jobs] == [submitted[0]] or \
+        [job["JobID"] for job in result.jobs] == [submitted[1]]
+    assert result.reason == matcher.BATCH_STOPPED
+    [job] = result.jobs
+    assert status(runtime, job["JobID"])["Status"] == "Matched"
+    other = next(j for j in submitted if j != job["JobID"])
+    assert status(runtime, other)["Status"] == "Waiting"
+    # A failure before any claim is the request's own error, as with request_job.
+    calls.clear()
+    calls.append(1)
+    with pytest.raises(RuntimeError):
+        matcher.request_jobs(runtime, pilot("p2", slots=2), 2, now)

@@ -14,7 +14,8 @@ that an alert on 5xx stays meaningful. Clients (the pilot, pilot/client.py)
 wait the Retry-After, with jitter, and ask again.
 
 New work goes first: a pilot asking for a job (``POST
-/api/v1/matcher/request-job``, nearly all of a busy server's requests) is
+/api/v1/matcher/request-job`` or ``request-jobs``, nearly all of a busy
+server's requests) is
 refused once ``max_in_flight`` requests are in progress, any other request
 only past twice that. The reports of running jobs (Running, Done,
 heartbeats, output) and users' commands still get through a server that
@@ -58,7 +59,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: Paths never refused for load.
 NEVER_SHED = frozenset({"/api/v1/health", "/metrics"})
 #: Paths of new work, refused first.
-NEW_WORK = frozenset({"/api/v1/matcher/request-job"})
+NEW_WORK = frozenset({"/api/v1/matcher/request-job", "/api/v1/matcher/request-jobs"})
 #: How many times max_in_flight any other request may find in progress.
 OTHERS_HEADROOM = 2
 

@@ -6,9 +6,10 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
-from wms.core.limits import INT32_MAX, INT64_MAX
+from wms.core.limits import INT32_MAX, INT64_MAX, MATCH_BATCH_MAX
 
 # Numbers are stored as 64-bit (job ids) or 32-bit integers (the rest): a
 # larger number in a path, a query or a body is refused (422) before it
@@ -81,6 +82,23 @@ class JobRequest(BaseModel):
     platform: str | None = None
     cpu_time_left: BodyFloat | None = Field(None, ge=0)
     tags: list[str] = Field(default_factory=list)
+
+
+class JobsRequest(JobRequest):
+    """A multi-slot pilot's resource description and how many jobs it takes at once."""
+
+    count: BodyInt = Field(1, ge=1, le=MATCH_BATCH_MAX,
+                           description="at most this many jobs, and at most `slots`: each takes its slots")
+
+    @field_validator("count")
+    @classmethod
+    def _at_most_slots(cls, count: int, info: ValidationInfo) -> int:
+        slots = info.data.get("slots")
+        if isinstance(slots, int) and count > slots:
+            raise PydanticCustomError(
+                "count_over_slots", "{count} jobs asked for with {slots} free slot(s): count may not exceed slots",
+                {"count": count, "slots": slots})
+        return count
 
 
 class TokenRenewal(BaseModel):

@@ -216,6 +216,14 @@ class MatchResult(Answer):
     reason: str | None = None
 
 
+class BatchMatchResult(Answer):
+    """request-jobs: the jobs handed out (each as request-job's ``job``), and why not more."""
+
+    jobs: list[MatchedJob]
+    reason: str | None = Field(None, description="the no-match that ended the batch; null when `count` jobs "
+                                                 "came or the free slots ran out")
+
+
 class JobState(Answer):
     JobID: int
     Status: str

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends
 from wms.api.deps import NowDep, RuntimeDep, require
 from wms.api.openapi import answers
 from wms.api import responses as r
-from wms.api.models import ComplexFile, Heartbeat, IdPath, JobOutput, JobRequest, PilotStatus
+from wms.api.models import ComplexFile, Heartbeat, IdPath, JobOutput, JobRequest, JobsRequest, PilotStatus
 from wms.core.identity import Identity
 from wms.core.match.context import PilotRequest
 from wms.services import complexes as complexes_service
@@ -27,12 +27,9 @@ Reader = Annotated[Identity, Depends(require(USER, PILOT, OPERATOR, MANAGER))]
 Manager = Annotated[Identity, Depends(require(MANAGER))]
 
 
-@router.post("/matcher/request-job", **answers(r.MatchResult))
-def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
-    """requestJob: one job for this pilot, or why there is none.
-
-    A pilot token speaks for its own pilot only (a hand-made one is bound
-    to ``pilot_id`` here, on its first request) and gets jobs of its VO only."""
+def _pilot_request(body: JobRequest, runtime: RuntimeDep, caller: Identity) -> PilotRequest:
+    """The body as the Matcher's request, validated, the caller's token bound to
+    ``pilot_id`` and the VO rule applied (a refused request binds nothing)."""
     request = PilotRequest(
         site=body.site, ce=body.ce, queue=body.queue, host=body.host, pilot_id=body.pilot_id,
         pools=tuple(body.pools) if body.pools is not None else None, slots=body.slots, load=body.load,
@@ -41,11 +38,28 @@ def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilo
     matcher.validate_request(runtime, request)        # before binding: a refused request binds nothing
     caller = tokens_service.bind_pilot(runtime.engine, caller, body.pilot_id,
                                             runtime.caches.verified_tokens)
-    request = dataclasses.replace(request, vo=matching_vo(caller))
-    result = matcher.request_job(runtime, request, now)
+    return dataclasses.replace(request, vo=matching_vo(caller))
+
+
+@router.post("/matcher/request-job", **answers(r.MatchResult))
+def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
+    """requestJob: one job for this pilot, or why there is none.
+
+    A pilot token speaks for its own pilot only (a hand-made one is bound
+    to ``pilot_id`` here, on its first request) and gets jobs of its VO only."""
+    result = matcher.request_job(runtime, _pilot_request(body, runtime, caller), now)
     if result.job is None:
         return {"match": False, "reason": result.reason}
     return {"match": True, "job": result.job}
+
+
+@router.post("/matcher/request-jobs", **answers(r.BatchMatchResult))
+def request_jobs(body: JobsRequest, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
+    """Up to ``count`` jobs for a pilot with ``slots`` free slots, each claimed as
+    request-job claims one and offered the slots the ones before it left;
+    ``reason`` is the first no-match's, null when ``count`` jobs came."""
+    result = matcher.request_jobs(runtime, _pilot_request(body, runtime, caller), body.count, now)
+    return {"jobs": result.jobs, "reason": result.reason}
 
 
 @router.post("/jobs/{job_id}/pilot-status", **answers(r.JobState, 409))

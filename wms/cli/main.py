@@ -434,6 +434,14 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _batch(text: str) -> int:
+    from wms.core.limits import MATCH_BATCH_MAX
+
+    if _positive(text) > MATCH_BATCH_MAX:
+        raise argparse.ArgumentTypeError(f"at most {MATCH_BATCH_MAX} jobs a request, got {text!r}")
+    return int(text)
+
+
 def _counts(text: str) -> list[int]:
     try:
         counts = [int(part) for part in text.split(",")]
@@ -618,6 +626,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the server's backpressure.max_in_flight (default: wms.yaml's)")
     b.add_argument("--retry-after", type=_positive, dest="retry_after",
                    help="the server's backpressure.retry_after, seconds (default: wms.yaml's)")
+    b.add_argument("--batch", type=_batch, metavar="K",
+                   help="each pilot offers K slots and asks for up to K jobs a request (POST /matcher/request-jobs; "
+                        "default: one job a request, request-job)")
     b.add_argument("--seconds", type=float, default=10, help="seconds per step")
     b.add_argument("--runs", type=int, default=1, help="runs; medians are reported")
     b.add_argument("--seed", type=int, default=1)

@@ -32,6 +32,7 @@ __all__ = [
     "INT32_MAX",
     "INT64_MAX",
     "Limits",
+    "MATCH_BATCH_MAX",
     "STORED",
     "check_text",
     "decode_utf8",
@@ -46,6 +47,8 @@ __all__ = [
 #: exit codes) 32-bit. A larger number is refused before it reaches a query.
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+#: The most jobs one batched match request (POST /matcher/request-jobs) may ask for.
+MATCH_BATCH_MAX = 64
 _DIGITS_RE = re.compile(r"[0-9]{1,19}")
 
 

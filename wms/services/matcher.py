@@ -25,7 +25,7 @@ from wms.core.complexes import fits
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.jdl import parse_one
-from wms.core.limits import STORED
+from wms.core.limits import MATCH_BATCH_MAX, STORED
 from wms.core.match import framework, levels
 from wms.core.match import quotas as quota_layer
 from wms.core.match.choice import WeightedDraw
@@ -255,6 +255,53 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
     telemetry.match_answered(result.layer if result.job is None else None)
     log_decision(request, result)
     return result
+
+
+#: The reason of a batch that stopped because a later match failed.
+BATCH_STOPPED = "matching stopped by an error after the jobs handed out; ask again"
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """A batched request's answer: the jobs claimed, and why there were not more
+    (the no-match reason; None when ``count`` jobs came or the slots ran out)."""
+
+    jobs: list[dict[str, Any]]
+    reason: str | None = None
+
+
+def request_jobs(runtime: Runtime, request: PilotRequest, count: int, now: datetime,
+                 rng: random.Random | None = None) -> BatchResult:
+    """Up to ``count`` jobs for a pilot with ``request.slots`` free slots: one
+    ``request_job`` after the other, each claimed and committed on its own,
+    each offered only the slots the jobs before it left free (a job needing
+    more is not handed out); the first no-match ends the batch.
+
+    A later match that raises does not take back the jobs already claimed:
+    they are committed and this pilot's, so they are answered, with
+    ``BATCH_STOPPED`` as the reason; an error before any claim is raised as
+    ``request_job`` raises it."""
+    validate_request(runtime, request)
+    if not 1 <= count <= min(MATCH_BATCH_MAX, request.slots):
+        raise InvalidInput(f"count must be from 1 to {min(MATCH_BATCH_MAX, request.slots)} "
+                           f"(at most {MATCH_BATCH_MAX} and at most slots, {request.slots}), got {count}")
+    rng = rng or random.Random()
+    jobs: list[dict[str, Any]] = []
+    free = request.slots
+    while len(jobs) < count and free > 0:
+        try:
+            result = request_job(runtime, dataclasses.replace(request, slots=free), now, rng)
+        except Exception:
+            if not jobs:
+                raise
+            log.exception("pilot %s: a match failed after %d job(s) were handed out; answering those",
+                          request.pilot_id, len(jobs))
+            return BatchResult(jobs, BATCH_STOPPED)
+        if result.job is None:
+            return BatchResult(jobs, result.reason)
+        jobs.append(result.job)
+        free -= result.job["Slots"]
+    return BatchResult(jobs)
 
 
 def log_decision(request: PilotRequest, result: MatchResult) -> None:
