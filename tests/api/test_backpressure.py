@@ -6,13 +6,21 @@ asking for work without pause, each waiting out the Retry-After it gets; and
 real pilots (wms-pilot processes) with jobs to run in the middle of it.
 The server refuses quickly with 429 and Retry-After, never answers 5xx, and
 the pilots, told to come back later, finish every job.
+
+Whether a crowd happens to fill the server at the moment a pilot asks is
+chance, the more so on a loaded machine; so the test first fills it for
+certain with two requests whose bodies it holds back (a request counts from
+its headers on), lets the pilots meet the refusal, then sends the rest of
+those bodies and lets the crowd alone keep the server busy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import json
 import re
+import socket
 import statistics
 import subprocess
 import threading
@@ -94,6 +102,27 @@ class Crowd:
             thread.join(timeout=patience(60))
 
 
+class HeldRequest:
+    """A request for a job whose body is held back after its first byte: in
+    progress on the server, and so counted against max_in_flight, until released."""
+
+    def __init__(self, url: str, token: str, k: int) -> None:
+        site, ce, queue = LOCAL
+        self.body = json.dumps({"site": site, "ce": ce, "queue": queue, "host": f"held{k}", "pilot_id": f"held-{k}",
+                                "pools": ["no-such-pool"], "slots": 1}).encode()
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=patience(60))
+        head = (f"POST {REQUEST_JOB} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(self.body)}\r\n\r\n")
+        self.sock.sendall(head.encode() + self.body[:1])
+
+    def release(self) -> bytes:
+        """The rest of the body; the answer's status line."""
+        with self.sock:
+            self.sock.sendall(self.body[1:])
+            return self.sock.makefile("rb").readline()
+
+
 @pytest.mark.parametrize("refused, answered, wait", [
     (0, 0, 1),          # the first refusal: the least wait
     (5, 300, 1),        # a few refused, many answered: the least wait
@@ -172,14 +201,24 @@ def test_a_saturated_server_refuses_quickly_and_pilots_still_finish(backend, dat
         tokens_of = pilot_tokens(database_url, [f"busy-{i}" for i in range(PILOTS)])
         jobs = submit(server, tokens, tmp_path, *[jdl("true")] * JOBS)
         pilots: list[tuple[subprocess.Popen, Path]] = []
+        held = [HeldRequest(server.url, tokens["admin"], k) for k in range(MAX_IN_FLIGHT)]
         try:
+            # (the scrape itself is one of the requests in progress)
+            wait_until(lambda: scrape(server.url).value("wms_http_requests_in_flight") > MAX_IN_FLIGHT,
+                       timeout=60, what="the held requests in progress")
             with Crowd(server.url, tokens["admin"]) as crowd:
-                wait_until(lambda: crowd.refusals, timeout=60, what="the crowd saturating the server")
+                wait_until(lambda: crowd.refusals, timeout=60, what="the crowd refused")
                 pilots = [start_pilot(server, tokens_of[f"busy-{i}"], tmp_path, f"busy-{i}", max_empty=3)
                           for i in range(PILOTS)]
+                wait_until(lambda: any("server busy (HTTP 429)" in log.read_text() for _, log in pilots),
+                           timeout=60, what="a pilot told to come back later",
+                           details=lambda: log_tails([log for _, log in pilots]))
+                assert [h.release().split()[1] for h in held] == [b"200"] * MAX_IN_FLIGHT
                 wait_until(lambda: all(p.poll() is not None for p, _ in pilots), timeout=240,
                            what="every pilot done", every=0.5, details=lambda: log_tails([log for _, log in pilots]))
         finally:
+            for request in held:
+                request.sock.close()
             for process, _ in pilots:
                 if process.poll() is None:
                     process.kill()
