@@ -147,3 +147,65 @@ def test_a_text_line_cannot_be_forged_by_a_value_with_a_newline():
     lines = _logged("text", emit).splitlines()
     assert lines[0].endswith("no job for pilot p1\\n2026-01-01 INFO forged")
     assert lines[1].endswith("wms.api request r1 failed") and lines[2] == "Traceback (most recent call last):"
+
+
+def test_the_line_writer_keeps_every_line_of_many_threads_in_order():
+    """Forty threads logging at once, as a busy server's request threads do:
+    every line is written, whole, each thread's lines in the order logged."""
+    import threading
+
+    out = io.StringIO()
+    writer = logs.LineWriter(out)
+    writer.setFormatter(logs.TextFormatter())
+    writer.addFilter(logs.RequestIdFilter())
+    logger = logging.getLogger("wms.test.line_writer")
+    logger.addHandler(writer)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        def log_lines(k: int) -> None:
+            for i in range(200):
+                logger.info("thread %d line %d", k, i)
+
+        threads = [threading.Thread(target=log_lines, args=(k,)) for k in range(40)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        logger.removeHandler(writer)
+        writer.close()                        # writes what is still queued
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 40 * 200
+    for k in range(40):
+        mine = [int(line.rsplit(" ", 1)[1]) for line in lines if f" thread {k} line " in line]
+        assert mine == list(range(200))
+
+
+def test_a_server_process_writes_its_queued_lines_when_it_exits(tmp_path):
+    """The lines a process logs just before it ends are on stderr: atexit
+    writes what the writer had not yet written."""
+    import subprocess
+    import sys
+
+    script = ("import logging; from wms import logs; logs.configure('INFO', 'text'); "
+              "log = logging.getLogger('wms.test'); [log.info('line %d', i) for i in range(500)]")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert [line.rsplit(" ", 1)[1] for line in result.stderr.splitlines()] == [str(i) for i in range(500)]
+
+
+def test_a_forked_child_logs_through_a_writer_of_its_own(tmp_path):
+    import subprocess
+    import sys
+
+    script = ("import logging, os; from wms import logs; logs.configure('INFO', 'text'); "
+              "log = logging.getLogger('wms.test'); log.info('parent');\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    log.info('child'); logging.shutdown(); logs._close_writers(); os._exit(0)\n"
+              "os.waitpid(pid, 0); log.info('parent again')")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    said = [line.rsplit(" ", 1)[-1] for line in result.stderr.splitlines()]
+    assert said.count("child") == 1 and said[0] == "parent" and said[-1] == "again", result.stderr

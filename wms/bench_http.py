@@ -33,11 +33,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
 from wms.bench_match import SLOTS, bench_config, pilot_request, pilots, populate, settle
 from wms.config import config_dir_from_env
+from wms.core.errors import InvalidInput
 from wms.core.identity import Identity
 from wms.db.engine import make_engine
 from wms.db.migrate import upgrade
@@ -98,6 +100,8 @@ def raise_open_files_limit() -> None:
 class Server:
     """A `wms server` process on ``url`` with ``config``, stopped on exit."""
 
+    host = "127.0.0.1"
+
     def __init__(self, database_url: str, config: Path, log: Path, workers: int = 1) -> None:
         self.port = free_port()
         env = {**os.environ, "WMS_DATABASE_URL": database_url, "WMS_CONFIG": str(config), "HOME": str(log.parent)}
@@ -123,7 +127,7 @@ class Server:
             time.sleep(0.2)
         raise RuntimeError(f"wms server not ready within {timeout:.0f} s: {self.log.read_text()[-2000:]}")
 
-    def cpu_seconds(self) -> float:
+    def cpu_seconds(self) -> float | None:
         """User + system CPU time so far of the server process and its workers (alive ones)."""
         ticks = 0
         parents = {self.process.pid}
@@ -155,6 +159,29 @@ class Tally:
     errors: list[str] = field(default_factory=list)
     refused: int = 0          # 429 with Retry-After: the server shedding load, waited out as a pilot does
     refused_without_retry_after: int = 0
+
+
+class RemoteServer:
+    """A server already running at ``url`` (--url): nothing to start or stop,
+    and its CPU time is not ours to read."""
+
+    def __init__(self, url: str) -> None:
+        import httpx
+
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise InvalidInput(f"--url: expected http://HOST:PORT (the bench's client speaks plain HTTP), got {url!r}")
+        self.host, self.port = parts.hostname, parts.port or 80
+        try:
+            httpx.get(f"http://{self.host}:{self.port}/api/v1/health", timeout=10).raise_for_status()
+        except httpx.HTTPError as exc:
+            raise InvalidInput(f"--url: {url} does not answer /api/v1/health: {exc}") from None
+
+    def cpu_seconds(self) -> float | None:
+        return None
+
+    def stop(self) -> None:
+        pass
 
 
 def pilot_body(rng: random.Random, queues, pilot_id: str, batch: int | None = None) -> bytes:
@@ -197,18 +224,18 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, h
     return status, await reader.readexactly(length), wait
 
 
-async def pilot(k: int, port: int, token: str, queues, deadline: float, seed: int, tally: Tally,
+async def pilot(k: int, host: str, port: int, token: str, queues, deadline: float, seed: int, tally: Tally,
                 batch: int | None = None) -> None:
     rng = random.Random(seed * 100_003 + k)
     pilot_id = f"bench-http-{k}"
-    head = (f"POST {BATCH_PATH if batch else PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+    head = (f"POST {BATCH_PATH if batch else PATH} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
             "Content-Type: application/json\r\nContent-Length: ").encode()
     loop = asyncio.get_running_loop()
     connection = None
     while loop.time() < deadline:
         try:
             if connection is None:
-                connection = await asyncio.open_connection("127.0.0.1", port)
+                connection = await asyncio.open_connection(host, port)
             body = pilot_body(rng, queues, pilot_id, batch)
             started = time.perf_counter()
             status, answer, wait = await asyncio.wait_for(exchange(*connection, head, body), REQUEST_TIMEOUT)
@@ -242,11 +269,12 @@ def _close(connection) -> None:
     return None
 
 
-async def drive(count: int, port: int, tokens: list[str], queues, seconds: float, seed: int,
+async def drive(count: int, host: str, port: int, tokens: list[str], queues, seconds: float, seed: int,
                 batch: int | None = None) -> Tally:
     tally = Tally()
     deadline = asyncio.get_running_loop().time() + seconds
-    await asyncio.gather(*(pilot(k, port, tokens[k], queues, deadline, seed, tally, batch) for k in range(count)))
+    await asyncio.gather(*(pilot(k, host, port, tokens[k], queues, deadline, seed, tally, batch)
+                           for k in range(count)))
     return tally
 
 
@@ -264,12 +292,14 @@ def percentile(ordered: list[float], q: float) -> float | None:
 
 
 def backpressure_options(args) -> dict[str, int]:
-    """--max-in-flight and --retry-after, for the server's wms.yaml."""
-    chosen = {"max_in_flight": getattr(args, "max_in_flight", None), "retry_after": getattr(args, "retry_after", None)}
+    """--max-in-flight, --retry-after and --request-threads, for the server's wms.yaml."""
+    chosen = {"max_in_flight": getattr(args, "max_in_flight", None), "retry_after": getattr(args, "retry_after", None),
+              "request_threads": getattr(args, "request_threads", None)}
     return {key: value for key, value in chosen.items() if value is not None}
 
 
 def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
+    remote = RemoteServer(args.url) if getattr(args, "url", None) else None    # answering, before any work
     engine = make_engine(url)
     upgrade(engine)
     runtime = Runtime.create(bench_config(None), engine)
@@ -280,16 +310,18 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     reference = pilots(url, args.threads, args.seconds, args.seed, time.time())
     in_process = len(reference["matched"]) / args.seconds
     tokens = pilot_tokens(engine, max(args.pilots))
-    server = Server(url, bench_config_dir(tmp, backpressure_options(args)), tmp / "server.log", workers=args.workers)
+    server = remote or Server(url, bench_config_dir(tmp, backpressure_options(args)), tmp / "server.log",
+                              workers=args.workers)
     rows = []
     handed: list[int] = [*reference["matched"]]
     try:
         for count in args.pilots:
             print(f"  over HTTP: {count} pilots for {args.seconds:.0f} s", file=sys.stderr)
             cpu_before, own_before = server.cpu_seconds(), time.process_time()
-            tally = asyncio.run(drive(count, server.port, tokens, queues, args.seconds, args.seed,
+            tally = asyncio.run(drive(count, server.host, server.port, tokens, queues, args.seconds, args.seed,
                                       getattr(args, "batch", None)))
-            cpu = server.cpu_seconds() - cpu_before
+            cpu_after = server.cpu_seconds()
+            cpu = None if cpu_after is None or cpu_before is None else cpu_after - cpu_before
             ordered = sorted(tally.latencies)
             matches = len(tally.matched)
             handed.extend(tally.matched)
@@ -301,7 +333,7 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
                 "errors": len(tally.errors), "first_error": tally.errors[0] if tally.errors else None,
                 "refused_per_second": round(tally.refused / args.seconds, 1),
                 "refused_without_retry_after": tally.refused_without_retry_after,
-                "server_cpu_ms_per_match": round(1000 * cpu / matches, 2) if matches else None,
+                "server_cpu_ms_per_match": round(1000 * cpu / matches, 2) if matches and cpu is not None else None,
                 "client_cpu_seconds": round(time.process_time() - own_before, 2),
                 "in_process_ratio": round(matches / args.seconds / in_process, 3) if in_process else None,
             })

@@ -18,7 +18,8 @@ from tests.api.pilots import start_pilot
 from tests.api.scraping import Scrape, scrape
 from tests.helpers import patience, wait_until
 from tests.pilot.conftest import LOCAL, USERS, jdl, pilot_config, submit
-from tests.servers import ServerHandle, Tokens, free_port, running_server
+from tests.servers import ServerHandle, Tokens, edited_config, free_port, running_server
+from wms.config.models import DatabasePoolSettings
 from wms.api.metrics import exposition
 from wms.core.match.framework import LAYERS
 from wms.db import pilots as pilots_db
@@ -54,6 +55,12 @@ def same_everywhere(found: list[Scrape], name: str, **labels: str) -> float:
     return values.pop()
 
 
+def test_each_process_runs_as_many_requests_at_once_as_configured(tmp_path):
+    config = edited_config(tmp_path / "edited", {"  # request_threads: 10": "  request_threads: 3"})
+    with running_server(tmp_path, config, server_args=("--workers", "2")) as handle:
+        assert same_everywhere(scrapes(handle.url), "wms_request_threads") == 2 * 3
+
+
 def test_the_numbers_move_as_a_pilot_matches_jobs(server, server_tokens, tmp_path):
     tokens = server_tokens
     before = scrapes(server.url)
@@ -62,6 +69,8 @@ def test_the_numbers_move_as_a_pilot_matches_jobs(server, server_tokens, tmp_pat
     assert same_everywhere(before, "wms_metrics_database_up") == 1
     assert same_everywhere(before, "wms_server_processes") == 2
     assert same_everywhere(before, "wms_db_pool_connections_limit") > 0
+    # Each process runs as many requests at once as its pool keeps connections.
+    assert same_everywhere(before, "wms_request_threads") == 2 * DatabasePoolSettings().size
 
     # Three jobs the local queue runs, one it never can (more licences than it has).
     runnable = submit(server, tokens, tmp_path, *[jdl("true")] * 3)

@@ -51,3 +51,34 @@ def test_bench_http_refuses_a_batch_over_64():
     run = subprocess.run([sys.executable, "-m", "wms.cli.main", "bench", "http", "--batch", "65"],
                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "at most 64 jobs a request, got '65'" in run.stderr
+
+
+def test_bench_http_drives_a_server_already_running_at_url(tmp_path):
+    """--url: no server of its own; the database given is the running server's, filled by the bench."""
+    from tests.servers import running_server
+    from wms.bench_http import bench_config_dir
+
+    database_url = f"sqlite:///{tmp_path / 'shared.db'}"
+    with running_server(tmp_path / "server", bench_config_dir(tmp_path), database_url=database_url) as server:
+        run = subprocess.run(
+            [sys.executable, "-m", "wms.cli.main", "bench", "http", "--url", server.url, "--database", database_url,
+             "--jobs", "2000", "--task-queues", "10", "--pilots", "2", "--seconds", "1.5", "--threads", "2", "--json"],
+            cwd=REPO, capture_output=True, text=True, timeout=300, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        log = server.log.read_text()
+    [row] = json.loads(run.stdout)["rows"]
+    assert row["errors"] == 0 and row["matches_per_second"] > 0, row["first_error"]
+    assert row["server_cpu_ms_per_match"] is None          # another's process: not measured
+    assert "/api/v1/matcher/request-job" in log            # the pilots asked that server
+
+
+def test_bench_http_url_needs_the_servers_database_and_an_answering_server(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "wms.cli.main", "bench", "http", "--url", "http://127.0.0.1:9",
+                          "--database", "postgresql"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "give --database the URL of that server's database" in run.stderr
+    run = subprocess.run([sys.executable, "-m", "wms.cli.main", "bench", "http", "--url", "http://127.0.0.1:9",
+                          "--database", f"sqlite:///{tmp_path / 'b.db'}", "--jobs", "10", "--task-queues", "2",
+                          "--seconds", "0.2", "--threads", "1"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 1 and "--url: http://127.0.0.1:9 does not answer /api/v1/health" in run.stderr, run.stderr

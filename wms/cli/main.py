@@ -455,6 +455,9 @@ def _counts(text: str) -> list[int]:
 def cmd_bench(args: argparse.Namespace) -> int:
     from wms.bench import run_bench
 
+    if getattr(args, "url", None) and args.database in ("sqlite", "postgresql", "mariadb"):
+        raise UsageError("--url: give --database the URL of that server's database (the bench fills it with "
+                         f"jobs and pilot tokens), not {args.database!r}")
     return run_bench(args)
 
 
@@ -626,6 +629,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the server's backpressure.max_in_flight (default: wms.yaml's)")
     b.add_argument("--retry-after", type=_positive, dest="retry_after",
                    help="the server's backpressure.retry_after, seconds (default: wms.yaml's)")
+    b.add_argument("--request-threads", type=_positive, dest="request_threads",
+                   help="the server's backpressure.request_threads (default: wms.yaml's)")
+    b.add_argument("--url", help="drive the wms server already running at this http:// address instead of "
+                                 "starting one; --database must then be the URL of its database, which is filled")
     b.add_argument("--batch", type=_batch, metavar="K",
                    help="each pilot offers K slots and asks for up to K jobs a request (POST /matcher/request-jobs; "
                         "default: one job a request, request-job)")

@@ -229,6 +229,10 @@ class BackpressureSettings(_Model):
     # Requests one server process works on at once (waiting for a request
     # thread included); one more is answered 429 at once, with Retry-After.
     max_in_flight: PositiveInt = 64
+    # Requests one process runs at the same time, each in a thread of its
+    # own; the others wait their turn. Unset: database_pool.size, so that
+    # every running request finds a connection the pool keeps open.
+    request_threads: PositiveInt | None = None
     # Seconds a refused client is told to wait (the Retry-After header), at
     # least: while many are refused, each is told to wait as long as this
     # process needs to serve them all at its current rate, up to retry_after_max.
@@ -351,6 +355,10 @@ class Settings(_Model):
     @property
     def bind_port(self) -> int:
         return parse_bind(self.bind)[1]
+
+    def request_threads(self) -> int:
+        """How many requests one server process runs at once (backpressure.request_threads)."""
+        return self.backpressure.request_threads or self.database_pool.size
 
     def agent_period(self, name: str, default: int | None = None) -> int:
         """The period of an agent in seconds; ``default`` for agents this

@@ -49,6 +49,10 @@ from wms.services.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
+# The draw among task queues: one generator for the process (seeding a new
+# one per request read the system's entropy each time, 1% of a request).
+_RNG = random.Random()
+
 SOURCE_MATCHER = "Matcher"
 SOURCE_PILOT = "Pilot"
 SOURCE_LEASES = "LeaseReaper"
@@ -241,7 +245,7 @@ RULES_CHANGING = "resource quota sets are being changed: ask again"
 
 def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random | None = None) -> MatchResult:
     validate_request(runtime, request)
-    rng = rng or random.Random()
+    rng = rng or _RNG
     result = MatchResult(None, RULES_CHANGING, telemetry.RULES_CHANGING)
     for _ in range(RULES_CHANGED_ATTEMPTS):
         try:
@@ -285,7 +289,7 @@ def request_jobs(runtime: Runtime, request: PilotRequest, count: int, now: datet
     if not 1 <= count <= min(MATCH_BATCH_MAX, request.slots):
         raise InvalidInput(f"count must be from 1 to {min(MATCH_BATCH_MAX, request.slots)} "
                            f"(at most {MATCH_BATCH_MAX} and at most slots, {request.slots}), got {count}")
-    rng = rng or random.Random()
+    rng = rng or _RNG
     jobs: list[dict[str, Any]] = []
     free = request.slots
     while len(jobs) < count and free > 0:
