@@ -227,7 +227,7 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, h
 async def pilot(k: int, host: str, port: int, token: str, queues, deadline: float, seed: int, tally: Tally,
                 batch: int | None = None) -> None:
     rng = random.Random(seed * 100_003 + k)
-    pilot_id = f"bench-http-{k}"
+    pilot_id = bench_pilot_id(k)
     head = (f"POST {BATCH_PATH if batch else PATH} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
             "Content-Type: application/json\r\nContent-Length: ").encode()
     loop = asyncio.get_running_loop()
@@ -278,10 +278,16 @@ async def drive(count: int, host: str, port: int, tokens: list[str], queues, sec
     return tally
 
 
+def bench_pilot_id(k: int) -> str:
+    return f"bench-http-{k}"
+
+
 def pilot_tokens(engine, count: int) -> list[str]:
-    """One pilot token per pilot, as a SiteDirector hands them out."""
+    """One pilot token per pilot, bound to its pilot id, as a SiteDirector hands them out
+    (an unbound one would cost a write on its first request, as a hand-made token does)."""
     now = datetime.now(timezone.utc)
-    return [create_token(engine, Identity(user=f"pilot{k}", group="lhcb_pilot", vo="lhcb", role="pilot"), now,
+    return [create_token(engine, Identity(user=f"pilot{k}", group="lhcb_pilot", vo="lhcb", role="pilot",
+                                          pilot_id=bench_pilot_id(k)), now,
                          description="wms bench http", lifetime=timedelta(hours=2))
             for k in range(count)]
 
