@@ -1,5 +1,5 @@
-"""POST /api/v1/matcher/request-jobs on a real `wms server` (SQLite and
-PostgreSQL): a multi-slot pilot gets up to ``count`` jobs in one call, each
+"""POST /api/v1/matcher/request-jobs on a real `wms server` (SQLite,
+PostgreSQL and MariaDB): a multi-slot pilot gets up to ``count`` jobs in one call, each
 claimed as request-job claims one, the free slots shrinking job by job;
 several pilots asking at once never get the same job; a real `wms-pilot`
 with several slots runs its jobs through it."""
@@ -85,7 +85,7 @@ class Batch:
             client.close()
 
 
-@pytest.fixture(scope="module", params=("sqlite", "postgresql"))
+@pytest.fixture(scope="module", params=("sqlite", "postgresql", "mariadb"))
 def module_batch(request, tmp_path_factory, database_factory) -> Iterator[Batch]:
     tmp = tmp_path_factory.mktemp(f"batch-{request.param}")
     url = database_factory(request.param)
@@ -176,8 +176,6 @@ def test_the_pilot_binding_and_validation_are_request_jobs(batch):
 
 
 def test_pilots_asking_at_once_never_get_the_same_job(batch):
-    if not batch.database_url.startswith("postgresql"):
-        pytest.skip("concurrent claims: PostgreSQL")
     jobs = 60
     submitted = set(batch.submit(*[SINGLE] * jobs))
     names = [f"crowd-{i}" for i in range(6)]
