@@ -888,7 +888,7 @@ class Shortfall:
     def reason(self) -> str:
         """E.g. ``mem_free=4G requested, 2G offered (host load value)``."""
         why, detail = self.why()
-        return why.render(detail)
+        return why.format(**detail)
 
 
 def _more_restrictive(cx: Complex, first: Any, second: Any) -> bool:

@@ -10,7 +10,7 @@ reads it: ``reason.format(**details)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,4 @@ class Reason:
     text: str
 
     def format(self, **details: Any) -> str:
-        return self.text.format_map(details)
-
-    def render(self, details: Mapping[str, Any]) -> str:
         return self.text.format_map(details)

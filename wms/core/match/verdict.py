@@ -37,7 +37,7 @@ class Verdict:
 
     @property
     def reason(self) -> str:
-        return self.why.render(self.detail) if self.why is not None else ""
+        return self.why.format(**self.detail) if self.why is not None else ""
 
     @property
     def reason_code(self) -> str:

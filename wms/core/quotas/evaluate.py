@@ -80,7 +80,7 @@ class Refusal:
 
     @property
     def reason(self) -> str:
-        return self.why.render(self.detail)
+        return self.why.format(**self.detail)
 
 
 class CompiledRule:
