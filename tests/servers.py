@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,6 +120,17 @@ class ServerHandle:
         """An HTTP client on ``/api/v1`` with ``token`` (close it, or use it in ``with``)."""
         return httpx.Client(base_url=self.url + "/api/v1", headers={"Authorization": f"Bearer {token}"},
                             timeout=patience(60))
+
+    def get_json(self, path: str, token: str) -> Any:
+        """GET ``/api/v1{path}`` with ``token``: the JSON of a 200 answer (anything else fails the test)."""
+        with self.api(token) as api:
+            response = api.get(path)
+        assert response.status_code == 200, (path, response.text)
+        return response.json()
+
+    def getter(self, default_token: str) -> Callable[..., Any]:
+        """``get(path, token=default_token)``: :meth:`get_json` with a token of choice."""
+        return lambda path, token=default_token: self.get_json(path, token)
 
     # -- the process -------------------------------------------------------------
 

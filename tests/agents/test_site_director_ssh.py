@@ -8,6 +8,7 @@ import shutil
 from datetime import datetime, timezone
 
 from agents.site_director import site_director
+from tests.e2e.backend_queues import SSH_QUEUE, SSH_SITE, resources, site_jobs
 from tests.helpers import CONFIG_DIR, log_tails, wait_until
 from tests.pilot_backends import wait_jobs_done
 from tests.servers import running_server
@@ -16,35 +17,14 @@ from wms.db.engine import make_engine
 from wms.services import pilots as pilots_service
 from wms.services.runtime import Runtime
 
-QUEUE = "SSH.Node.ch/node.ssh.ch/batch"
-RESOURCES = """\
-Sites:
-  SSH.Node.ch:
-    CEs:
-      node.ssh.ch:
-        Backend: ssh
-        SSHHost: 127.0.0.1
-        SSHPort: {port}
-        SSHUser: {user}
-        SSHKey: {key}
-        SSHKnownHosts: {known_hosts}
-        SSHDirectory: {directory}
-        Queues:
-          batch: {{CPUTime: 86400, MaxWaitingPilots: 2, MaxTotalPilots: 2, complex_values: {{slots: 2}}}}
-"""
-
-
 def test_ssh_pilots_run_the_jobs_of_their_queue(ssh_server, tmp_path):
     config = tmp_path / "edited"
     shutil.copytree(CONFIG_DIR, config)
-    (config / "resources.yaml").write_text(RESOURCES.format(
-        port=ssh_server.port, user=ssh_server.user, key=ssh_server.client_key, known_hosts=ssh_server.known_hosts,
-        directory=tmp_path / "node"))
+    (config / "resources.yaml").write_text(resources(ssh_server=ssh_server, node_dir=tmp_path / "node"))
     with running_server(tmp_path, config_dir=config) as server:
         roland = server.token("roland", "lhcb_user", "lhcb", "user")
         jdl = tmp_path / "ssh.jdl"
-        jdl.write_text('[ Executable = "/bin/sh"; Arguments = "-c \'echo job $WMS_JOB_ID\'"; CPUTime = 300;'
-                       ' Site = "SSH.Node.ch"; Parameters = 4; JobName = "ssh_%n"; ]')
+        jdl.write_text(site_jobs(SSH_SITE, "ssh", 4, "echo job $WMS_JOB_ID"))
         ids = [int(i) for i in server.json("submit", str(jdl), token=roland)["job_ids"]]
 
         runtime = Runtime.create(load_config(server.config), make_engine(server.env["WMS_DATABASE_URL"]))
@@ -52,10 +32,10 @@ def test_ssh_pilots_run_the_jobs_of_their_queue(ssh_server, tmp_path):
             runtime, url=server.url, log_dir=tmp_path / "pilots",
             pilot_options=("--max-empty", "2", "--poll", "0.3", "--heartbeat", "1"))
         report = site_director(runtime, datetime.now(timezone.utc), launcher=launcher)
-        assert report["submitted"] == {QUEUE: 2} and report["errors"] == {}, report
+        assert report["submitted"] == {SSH_QUEUE: 2} and report["errors"] == {}, report
 
         rows = wait_jobs_done(server, ids, roland)
-        assert [r["Status"] for r in rows] == ["Done"] * 4 and {r["Queue"] for r in rows} == {QUEUE}, rows
+        assert [r["Status"] for r in rows] == ["Done"] * 4 and {r["Queue"] for r in rows} == {SSH_QUEUE}, rows
         assert server.json("output", str(ids[0]), token=roland)["stdout"] == f"job {ids[0]}\n"
 
         def ended() -> list:

@@ -81,11 +81,7 @@ def test_slurm_and_ssh_pilots_run_every_job_under_celery(tmp_path, database_fact
             tokens = server.tokens({"user": USER, "manager": MANAGER})
             user, manager = tokens["user"], tokens["manager"]
 
-            def get(path, token=user):
-                with server.api(token) as api:
-                    response = api.get(path)
-                assert response.status_code == 200, (path, response.text)
-                return response.json()
+            get = server.getter(user)
 
             def submit(site, name, command):
                 (tmp_path / f"{name}.jdl").write_text(site_jobs(site, name, JOBS, command))

@@ -55,11 +55,7 @@ def test_slurm_pilots_run_every_job_through_a_cancelled_pilot(slurm_cluster, tmp
         logs = [server.log, slurm_cluster.dir / "slurmctld.log"]
         failure_logs.extend([slurm_cluster.dir / "slurmctld.log", slurm_cluster.dir / "slurmd.log"])
 
-        def get(path, token=user):
-            with server.api(token) as api:
-                response = api.get(path)
-            assert response.status_code == 200, (path, response.text)
-            return response.json()
+        get = server.getter(user)
 
         def submit(text, name):
             (tmp_path / name).write_text(text)

@@ -55,11 +55,7 @@ def test_ssh_pilots_run_every_job_through_a_killed_pilot(ssh_server, tmp_path):
             tokens = server.tokens({"user": USER, "manager": MANAGER})
             user, manager = tokens["user"], tokens["manager"]
 
-            def get(path, token=user):
-                with server.api(token) as api:
-                    response = api.get(path)
-                assert response.status_code == 200, (path, response.text)
-                return response.json()
+            get = server.getter(user)
 
             def submit(text, name):
                 (tmp_path / name).write_text(text)
