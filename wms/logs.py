@@ -189,12 +189,11 @@ class LineWriter(logging.Handler):
     def __init__(self, stream: TextIO) -> None:
         super().__init__()
         self.stream = stream
-        self._lines: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._start()
 
     def _start(self) -> None:
-        self._lines = queue.SimpleQueue()
+        self._lines: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._write, name="wms-log-writer", daemon=True)
         self._writer.start()
 

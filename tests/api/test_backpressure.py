@@ -58,6 +58,13 @@ def busy_config(tmp: Path) -> Path:
     return config
 
 
+def idle_request(pilot_id: str) -> dict:
+    """A request for a job of a pool that has none: the Matcher answers no match."""
+    site, ce, queue = LOCAL
+    return {"site": site, "ce": ce, "queue": queue, "host": pilot_id, "pilot_id": pilot_id,
+            "pools": ["no-such-pool"], "slots": 1}
+
+
 class Crowd:
     """Idle pilots (threads) asking for jobs of a pool that has none, as fast
     as they are answered; a refused one waits what Retry-After says."""
@@ -72,9 +79,7 @@ class Crowd:
         self.threads = [threading.Thread(target=self.ask, args=(k,), daemon=True) for k in range(CROWD)]
 
     def ask(self, k: int) -> None:
-        site, ce, queue = LOCAL
-        body = {"site": site, "ce": ce, "queue": queue, "host": f"idle{k}", "pilot_id": f"idle-{k}",
-                "pools": ["no-such-pool"], "slots": 1}
+        body = idle_request(f"idle-{k}")
         rng = random.Random(k)
         with httpx.Client(base_url=self.url + "/api/v1", headers={"Authorization": f"Bearer {self.token}"},
                           timeout=patience(60)) as client:
@@ -107,9 +112,7 @@ class HeldRequest:
     progress on the server, and so counted against max_in_flight, until released."""
 
     def __init__(self, url: str, token: str, k: int) -> None:
-        site, ce, queue = LOCAL
-        self.body = json.dumps({"site": site, "ce": ce, "queue": queue, "host": f"held{k}", "pilot_id": f"held-{k}",
-                                "pools": ["no-such-pool"], "slots": 1}).encode()
+        self.body = json.dumps(idle_request(f"held-{k}")).encode()
         host, port = url.removeprefix("http://").rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=patience(60))
         head = (f"POST {REQUEST_JOB} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"

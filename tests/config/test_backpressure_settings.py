@@ -18,12 +18,20 @@ def test_backpressure_has_defaults_and_can_be_set(tmp_path: Path) -> None:
     assert (chosen.max_in_flight, chosen.retry_after, chosen.retry_after_max) == (200, 5, 60)
 
 
+def test_request_threads_follow_the_pool_unless_set(tmp_path: Path) -> None:
+    _write(tmp_path, "wms.yaml", "database_pool:\n  size: 6\n")
+    assert load_config(tmp_path, environ=NO_ENV).settings.request_threads() == 6
+    _write(tmp_path, "wms.yaml", "database_pool:\n  size: 6\nbackpressure:\n  request_threads: 4\n")
+    assert load_config(tmp_path, environ=NO_ENV).settings.request_threads() == 4
+
+
 @pytest.mark.parametrize("text, line, message", [
     ("backpressure: {max_in_flight: 0}\n", 1, "backpressure.max_in_flight: must be greater than 0, got 0"),
     ("backpressure:\n  retry_after: 0.5\n", 2, "backpressure.retry_after: expected an integer, got 0.5"),
     ("backpressure:\n  max_in_flight: lots\n", 2, "backpressure.max_in_flight: expected an integer, got 'lots'"),
     ("backpressure:\n  max_inflight: 10\n", 2, "backpressure.max_inflight: unknown key"),
     ("backpressure:\n  retry_after_max: -1\n", 2, "backpressure.retry_after_max: must be greater than 0, got -1"),
+    ("backpressure:\n  request_threads: 0\n", 2, "backpressure.request_threads: must be greater than 0, got 0"),
 ])
 def test_bad_backpressure_settings_name_file_line_and_problem(tmp_path: Path, text: str, line: int,
                                                               message: str) -> None:
