@@ -130,21 +130,64 @@ class StartupError(WmsError):
     """Something the server needs is not there: it stops before it serves."""
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` and listening, made before anything
-    is announced or started, so that a taken port stops start-up at once."""
+def _bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
-        sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         sock.close()
         hint = " (another server runs there: stop it, or choose another with --bind)" \
             if exc.errno == errno.EADDRINUSE else ""
         raise StartupError(f"cannot listen on {url_host(host)}:{port}: {exc.strerror or exc}{hint}") from None
-    sock.set_inheritable(True)     # the worker processes of --workers serve it too
+    return sock
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening, made before anything
+    is announced or started, so that a taken port stops start-up at once."""
+    sock = _bind(host, port)
+    sock.listen(LISTEN_BACKLOG)
+    return sock
+
+
+class WorkerSockets(socket.socket):
+    """The port of `wms server --workers N`: held by the supervisor, and
+    listened on by each worker through a socket of its own.
+
+    One listening socket shared by the workers lets one of them accept a
+    whole burst of connections (the event loop accepts all that wait), and a
+    pilot's kept-alive connection stays where it landed: measured, 32 pilots
+    connecting at once all went to one of two workers in most runs, and the
+    server answered at one worker's rate. With SO_REUSEPORT each worker
+    listens on its own socket and the kernel spreads new connections over
+    them evenly (by a hash of the client's address and port).
+
+    The supervisor's socket is bound, not listening, so it receives no
+    connection. Each worker is handed this object and, when it is unpickled
+    in the new process, opens its own listening socket on the same port.
+    Another server started on the port while a worker listens is refused,
+    as by a single process (in the second or two before the first worker
+    listens, one could still bind it).
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        listening_socket(host, port).close()      # taken by anyone else: stop here, as a single process does
+        held = _bind(host, port, reuse_port=True)
+        super().__init__(held.family, held.type, held.proto, fileno=held.detach())
+        self.address = (host, port)
+
+    def __reduce_ex__(self, protocol: object) -> tuple[Any, ...]:
+        return worker_socket, self.address
+
+
+def worker_socket(host: str, port: int) -> socket.socket:
+    """A worker's own listening socket on the port its supervisor holds (WorkerSockets)."""
+    sock = _bind(host, port, reuse_port=True)
+    sock.listen(LISTEN_BACKLOG)
     return sock
 
 
@@ -190,7 +233,7 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
         check_database(runtime, migrate=embedded)
         # A bad config/rqs file stops start-up.
         quotas_service.read_rule_set_files(runtime, runtime.configured_complexes)
-        sock = listening_socket(host, port)
+        sock = WorkerSockets(host, port) if workers > 1 and not embedded else listening_socket(host, port)
     except WmsError as exc:
         print(f"wms: {exc}", file=sys.stderr)
         return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -10,10 +11,11 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.helpers import CONFIG_DIR, REPO
 from tests.servers import free_port
-from wms.server import _no_delay_on_shared_sockets
+from wms.server import StartupError, WorkerSockets, _no_delay_on_shared_sockets, listening_socket
 
 
 def test_connections_accepted_on_a_shared_socket_have_nagle_off():
@@ -78,3 +80,43 @@ def _parent(proc: Path) -> int | None:
         return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def test_each_worker_listens_on_its_own_socket_and_connections_are_spread_over_them():
+    """32 pilots connecting at once: with one shared socket one worker could
+    accept them all; with a socket per worker the kernel spreads them."""
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    port = free_port()
+    held = WorkerSockets("127.0.0.1", port)
+    # What each spawned worker gets: the supervisor's object, pickled as multiprocessing does.
+    workers = [pickle.loads(ForkingPickler.dumps(held)) for _ in range(2)]
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(32)]
+    try:
+        accepted = []
+        for listener in workers:
+            assert listener.getsockname() == ("127.0.0.1", port)
+            listener.setblocking(False)
+            count = 0
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    listener.accept()[0].close()
+                    count += 1
+            accepted.append(count)
+        assert sum(accepted) == 32 and min(accepted) > 0, accepted
+    finally:
+        for sock in [*clients, *workers, held]:
+            sock.close()
+
+
+def test_the_port_of_a_server_with_workers_is_refused_to_another_server():
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    port = free_port()
+    with WorkerSockets("127.0.0.1", port) as held, pickle.loads(ForkingPickler.dumps(held)):
+        for start in (listening_socket, WorkerSockets):
+            with pytest.raises(StartupError, match="Address already in use"):
+                start("127.0.0.1", port)
+    listening_socket("127.0.0.1", port).close()        # free again once the server has stopped

@@ -70,8 +70,8 @@ def test_a_taken_port_stops_start_up_before_serving_or_agents(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        for command in ("server", "up"):
-            result = run(tmp_path, command, "--bind", f"127.0.0.1:{port}", database_url=url)
+        for command in (["server"], ["up"], ["server", "--workers", "2"]):
+            result = run(tmp_path, *command, "--bind", f"127.0.0.1:{port}", database_url=url)
             assert result.returncode == 1
             assert one_line(result) == (f"wms: cannot listen on 127.0.0.1:{port}: Address already in use "
                                         "(another server runs there: stop it, or choose another with --bind)")

@@ -25,15 +25,15 @@ from wms.api import (
     routes_console, routes_jobs, routes_matcher, routes_pilots, routes_pools, routes_quotas, routes_reservations,
     routes_sandboxes,
 )
-from wms.api import metrics
+from wms.api import metrics, pilot_calls
 from wms.api.backpressure import Backpressure
 from wms.api.console import mount_console
 from wms.api.deps import public
 from wms.api import openapi
 from wms.api.responses import Health
-from wms.api.guard import InputGuard, error_body, error_response, one_line
-from wms.core.errors import Unavailable, WmsError
-from wms.db.engine import database_problem, is_statement_timeout
+from wms.api.guard import InputGuard, database_error_response, error_body, error_response, one_line
+from wms.core.errors import WmsError
+from wms.db.engine import database_problem
 from wms.services.runtime import Runtime
 
 API_PREFIX = "/api/v1"
@@ -94,11 +94,7 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
 
     @app.exception_handler(OperationalError)
     def database_error(request: Request, exc: OperationalError) -> JSONResponse:
-        if not is_statement_timeout(exc):
-            raise exc  # the guard logs it and answers 500 with a request id
-        timeout = runtime.config.settings.limits.statement_timeout
-        return error_response(Unavailable(f"the database took longer than {timeout:g} s "
-                                          "(limits.statement_timeout); nothing was changed"))
+        return database_error_response(runtime, exc)
 
     @app.exception_handler(HTTPException)
     def http_error(request: Request, exc: HTTPException) -> JSONResponse:
@@ -143,4 +139,5 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.include_router(routes_console.router, prefix=API_PREFIX)
     mount_console(app)
     openapi.install(app)
+    pilot_calls.install(app, runtime, [f"{API_PREFIX}/matcher/request-job", f"{API_PREFIX}/matcher/request-jobs"])
     return app

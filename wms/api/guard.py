@@ -37,17 +37,18 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from wms.api.deps import _bearer, get_now
+from wms.api.deps import caller, clock_now
 from wms.api.routes_sandboxes import streams_body
-from wms.core.errors import InvalidInput, TooLarge, Unauthorized, WmsError
+from sqlalchemy.exc import OperationalError
+
+from wms.core.errors import InvalidInput, TooLarge, Unauthorized, Unavailable, WmsError
+from wms.db.engine import is_statement_timeout
 from wms.core.limits import find_bad_character
 from wms.logs import current_request_id, one_line, request_id_from, shown_query
 from wms.services.runtime import Runtime
-from wms.services.tokens import authenticate, verified_recently
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -88,6 +89,16 @@ def error_response(exc: WmsError) -> JSONResponse:
     if exc.status == 503:
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
     return JSONResponse(error_body(str(exc)), status_code=int(exc.status), headers=headers)
+
+
+def database_error_response(runtime: Runtime, exc: OperationalError) -> JSONResponse:
+    """A statement past ``limits.statement_timeout`` as 503; any other database
+    failure raised again (the guard logs it and answers 500 with a request id)."""
+    if not is_statement_timeout(exc):
+        raise exc
+    timeout = runtime.config.settings.limits.statement_timeout
+    return error_response(Unavailable(f"the database took longer than {timeout:g} s "
+                                      "(limits.statement_timeout); nothing was changed"))
 
 
 def internal_error_response(request_id: str) -> JSONResponse:
@@ -285,11 +296,7 @@ class InputGuard:
         """The token's check that every route makes, made before the body is read."""
         request = Request(scope)
         try:
-            token = _bearer(request)
-            now = get_now(request)
-            cache = self.runtime.caches.verified_tokens
-            if not verified_recently(token, now, cache):      # most requests: no thread, no database
-                await anyio.to_thread.run_sync(authenticate, self.runtime.engine, token, now, cache)
+            await caller(request, self.runtime, clock_now(request))
         except Unauthorized as exc:
             return exc
         return None

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
 
 from wms.api.deps import NowDep, RuntimeDep, require
 from wms.api.openapi import answers
@@ -21,6 +22,11 @@ from wms.services import tokens as tokens_service
 from wms.services.access import MANAGER, OPERATOR, OUTPUT, PILOT, USER, matching_vo
 
 router = APIRouter(tags=["matcher"])
+
+# The routes every pilot calls in a loop answer JSONResponse: a dict
+# returned is first copied by FastAPI's jsonable_encoder, which for a job
+# (its JDL, limits, environment) cost more than writing the JSON. What
+# they answer is plain JSON data already (strings, numbers, lists).
 
 Pilot = Annotated[Identity, Depends(require(PILOT, OPERATOR, MANAGER))]
 Reader = Annotated[Identity, Depends(require(USER, PILOT, OPERATOR, MANAGER))]
@@ -42,35 +48,35 @@ def _pilot_request(body: JobRequest, runtime: RuntimeDep, caller: Identity) -> P
 
 
 @router.post("/matcher/request-job", **answers(r.MatchResult))
-def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
+def request_job(body: JobRequest, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> JSONResponse:
     """requestJob: one job for this pilot, or why there is none.
 
     A pilot token speaks for its own pilot only (a hand-made one is bound
     to ``pilot_id`` here, on its first request) and gets jobs of its VO only."""
     result = matcher.request_job(runtime, _pilot_request(body, runtime, caller), now)
     if result.job is None:
-        return {"match": False, "reason": result.reason}
-    return {"match": True, "job": result.job}
+        return JSONResponse({"match": False, "reason": result.reason})
+    return JSONResponse({"match": True, "job": result.job})
 
 
 @router.post("/matcher/request-jobs", **answers(r.BatchMatchResult))
-def request_jobs(body: JobsRequest, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
+def request_jobs(body: JobsRequest, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> JSONResponse:
     """Up to ``count`` jobs for a pilot with ``slots`` free slots, each claimed as
     request-job claims one and offered the slots the ones before it left;
     ``reason`` is the first no-match's, null when ``count`` jobs came."""
     result = matcher.request_jobs(runtime, _pilot_request(body, runtime, caller), body.count, now)
-    return {"jobs": result.jobs, "reason": result.reason}
+    return JSONResponse({"jobs": result.jobs, "reason": result.reason})
 
 
 @router.post("/jobs/{job_id}/pilot-status", **answers(r.JobState, 409))
-def pilot_status(job_id: IdPath, body: PilotStatus, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
-    return matcher.pilot_status(runtime, caller, job_id, body.pilot_id, body.status, body.minor_status,
-                                body.exit_code, now, attempt=body.attempt)
+def pilot_status(job_id: IdPath, body: PilotStatus, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> JSONResponse:
+    return JSONResponse(matcher.pilot_status(runtime, caller, job_id, body.pilot_id, body.status, body.minor_status,
+                                             body.exit_code, now, attempt=body.attempt))
 
 
 @router.post("/jobs/{job_id}/heartbeat", **answers(r.HeartbeatAnswer, 409))
-def heartbeat(job_id: IdPath, body: Heartbeat, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
-    return matcher.heartbeat(runtime, caller, job_id, body.pilot_id, now, attempt=body.attempt)
+def heartbeat(job_id: IdPath, body: Heartbeat, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> JSONResponse:
+    return JSONResponse(matcher.heartbeat(runtime, caller, job_id, body.pilot_id, now, attempt=body.attempt))
 
 
 @router.post("/jobs/{job_id}/output", status_code=204,
