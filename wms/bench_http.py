@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from wms.bench_match import SLOTS, bench_config, pilot_request, pilots, populate, settle
+from wms.bench_match import SLOTS, bench_config, pilot_request, pilots, populate, settle, top_up, waiting_per_task_queue
 from wms.config import config_dir_from_env
 from wms.core.errors import InvalidInput
 from wms.core.identity import Identity
@@ -159,6 +159,7 @@ class Tally:
     errors: list[str] = field(default_factory=list)
     refused: int = 0          # 429 with Retry-After: the server shedding load, waited out as a pilot does
     refused_without_retry_after: int = 0
+    empty: int = 0            # answered without a job (no match)
 
 
 class RemoteServer:
@@ -259,7 +260,9 @@ async def pilot(k: int, host: str, port: int, token: str, queues, deadline: floa
             tally.errors.append(f"HTTP {status}: {answer[:200].decode(errors='replace')}")
             continue
         tally.latencies.append(elapsed)
-        tally.matched.extend(matched_jobs(answer, batch))
+        jobs = matched_jobs(answer, batch)
+        tally.matched.extend(jobs)
+        tally.empty += not jobs
     _close(connection)
 
 
@@ -311,10 +314,13 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     runtime = Runtime.create(bench_config(None), engine)
     populate(runtime, args.jobs, args.task_queues, random.Random(args.seed))
     settle(engine)
+    full = waiting_per_task_queue(runtime)
+    refill = random.Random(args.seed)
     queues = runtime.resources_for("lhcb").queues()
     print(f"  in-process: {args.threads} threads for {args.seconds:.0f} s", file=sys.stderr)
     reference = pilots(url, args.threads, args.seconds, args.seed, time.time())
     in_process = len(reference["matched"]) / args.seconds
+    top_up(runtime, full, refill)      # every step starts from the population of the first
     tokens = pilot_tokens(engine, max(args.pilots))
     server = remote or Server(url, bench_config_dir(tmp, backpressure_options(args)), tmp / "server.log",
                               workers=args.workers)
@@ -331,10 +337,12 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
             ordered = sorted(tally.latencies)
             matches = len(tally.matched)
             handed.extend(tally.matched)
+            top_up(runtime, full, refill)
             rows.append({
                 "pilots": count,
                 "matches_per_second": round(matches / args.seconds, 1),
                 "requests_per_second": round(len(ordered) / args.seconds, 1),
+                "no_match_per_second": round(tally.empty / args.seconds, 1),
                 "p50_ms": percentile(ordered, 0.50), "p99_ms": percentile(ordered, 0.99),
                 "errors": len(tally.errors), "first_error": tally.errors[0] if tally.errors else None,
                 "refused_per_second": round(tally.refused / args.seconds, 1),
@@ -383,7 +391,7 @@ def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
         per_run = [r["rows"][i] for r in runs]
         rows.append({"pilots": count, **{key: median(row[key] for row in per_run) for key in (
             "matches_per_second", "p50_ms", "p99_ms", "server_cpu_ms_per_match", "in_process_ratio",
-            "refused_per_second")},
+            "refused_per_second", "no_match_per_second")},
             "errors": sum(row["errors"] for row in per_run),
             "refused_without_retry_after": sum(row.get("refused_without_retry_after", 0) for row in per_run),
             "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None)})
@@ -405,10 +413,11 @@ def print_table(summary: dict[str, Any]) -> None:
           f"{summary['seconds']:.0f} s per step, median of {summary['runs']} run(s); in-process "
           f"{summary['in_process_matches_per_second']:.0f} matches/s; duplicates {summary['duplicates']}")
     header = ("pilots", "matches/s", "of in-process", "p50 ms", "p99 ms", "errors", "refused/s (429)",
-              "server CPU ms/match")
+              "no match/s", "server CPU ms/match")
     table = [header] + [(
         str(r["pilots"]), shown(r["matches_per_second"], "{:.0f}"), shown(r["in_process_ratio"], "{:.0%}"),
         shown(r["p50_ms"]), shown(r["p99_ms"]), str(r["errors"]), shown(r.get("refused_per_second"), "{:.0f}"),
+        shown(r.get("no_match_per_second"), "{:.0f}"),
         shown(r["server_cpu_ms_per_match"], "{:.2f}"),
     ) for r in summary["rows"]]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]

@@ -34,6 +34,7 @@ from wms.db import task_queues as tq_db
 from wms.db.engine import make_engine, reading
 from wms.db.migrate import upgrade
 from wms.db.schema import job_debits, resource_usage
+from wms.db.schema import jobs as jobs_table
 from wms.db.scratch import scratch_database
 from wms.services.matcher import request_job
 from wms.services.runtime import Runtime
@@ -91,15 +92,39 @@ def populate(runtime: Runtime, jobs: int, task_queues: int, rng: random.Random) 
         tq_ids = list(tq_db.get_or_create_task_queues(conn, defs, now).values())
     chunk = 20_000
     for start in range(0, jobs, chunk):
-        rows = [{"owner": "roland", "owner_group": "lhcb_user", "vo": "lhcb", "status": "Waiting",
-                 "task_queue_id": tq_ids[i % len(tq_ids)], "priority": rng.randint(0, 3), "cpu_time": 300,
-                 "original_jdl": JOB_JDL, "jdl": JOB_JDL}
-                for i in range(start, min(start + chunk, jobs))]
-        with runtime.engine.begin() as conn:
-            jobs_db.insert_jobs(conn, rows, now)
+        insert_waiting(runtime, [tq_ids[i % len(tq_ids)] for i in range(start, min(start + chunk, jobs))], rng, now)
         print(f"\r  filling: {min(start + chunk, jobs):>9}/{jobs} jobs in {task_queues} task queues",
               end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
+
+
+def insert_waiting(runtime: Runtime, tq_ids: list[int], rng: random.Random, now: datetime) -> None:
+    """One waiting job in each of ``tq_ids`` (a task queue may come several times)."""
+    rows = [{"owner": "roland", "owner_group": "lhcb_user", "vo": "lhcb", "status": "Waiting",
+             "task_queue_id": tq_id, "priority": rng.randint(0, 3), "cpu_time": 300,
+             "original_jdl": JOB_JDL, "jdl": JOB_JDL} for tq_id in tq_ids]
+    if rows:
+        with runtime.engine.begin() as conn:
+            jobs_db.insert_jobs(conn, rows, now)
+
+
+def waiting_per_task_queue(runtime: Runtime) -> dict[int, int]:
+    with reading(runtime.engine) as conn:
+        return dict(conn.execute(select(jobs_table.c.task_queue_id, func.count())
+                                 .where(jobs_table.c.status == "Waiting")
+                                 .group_by(jobs_table.c.task_queue_id)).all())
+
+
+def top_up(runtime: Runtime, full: dict[int, int], rng: random.Random) -> int:
+    """Waiting jobs put back where matching took them, so that the next step
+    of a benchmark meets the population the first one met (a drained task
+    queue would turn its pilots' requests into no-matches that look at every
+    task queue). Returns how many were added."""
+    now = datetime.now(timezone.utc)
+    waiting = waiting_per_task_queue(runtime)
+    missing = [tq_id for tq_id, count in full.items() for _ in range(count - waiting.get(tq_id, 0))]
+    insert_waiting(runtime, missing, rng, now)
+    return len(missing)
 
 
 def settle(engine) -> None:

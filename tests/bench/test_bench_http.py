@@ -22,6 +22,7 @@ def test_bench_http_reports_matches_latency_and_server_cpu(tmp_path):
     for row in summary["rows"]:
         assert row["errors"] == 0, row["first_error"]
         assert row["matches_per_second"] > 0 and row["p50_ms"] <= row["p99_ms"]
+        assert row["no_match_per_second"] >= 0
         assert row["server_cpu_ms_per_match"] > 0
 
 
@@ -82,3 +83,32 @@ def test_bench_http_url_needs_the_servers_database_and_an_answering_server(tmp_p
                           "--seconds", "0.2", "--threads", "1"],
                          cwd=REPO, capture_output=True, text=True, timeout=120, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert run.returncode == 1 and "--url: http://127.0.0.1:9 does not answer /api/v1/health" in run.stderr, run.stderr
+
+
+def test_every_step_starts_from_the_waiting_jobs_the_first_met(tmp_path):
+    """Matching drains task queues; the bench puts the jobs back between steps,
+    or later steps would measure a thinner population (more no-matches)."""
+    import random
+    from datetime import datetime, timezone
+
+    from wms.bench_match import bench_config, pilot_request, populate, top_up, waiting_per_task_queue
+    from wms.db.engine import make_engine
+    from wms.db.migrate import upgrade
+    from wms.services.matcher import request_job
+    from wms.services.runtime import Runtime
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'b.db'}")
+    upgrade(engine)
+    runtime = Runtime.create(bench_config(str(REPO / "config")), engine)
+    populate(runtime, 300, 10, random.Random(1))
+    full = waiting_per_task_queue(runtime)
+    assert sum(full.values()) == 300
+    queues = runtime.resources_for("lhcb").queues()
+    rng = random.Random(2)
+    now = datetime.now(timezone.utc)
+    taken = [request_job(runtime, pilot_request(rng, queues, n), now).job for n in range(40)]
+    matched = sum(job is not None for job in taken)
+    assert matched > 0 and sum(waiting_per_task_queue(runtime).values()) == 300 - matched
+    assert top_up(runtime, full, random.Random(3)) == matched
+    assert waiting_per_task_queue(runtime) == full
+    engine.dispose()

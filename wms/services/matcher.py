@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -72,23 +73,28 @@ class MatchResult:
 
 
 class Denials:
-    """The denials of one request: how many task queues each reason and each layer kept away."""
+    """The denials of one request. Their sentences are written only when the
+    request ends without a job: most requests find one after a few denials,
+    and nobody reads those."""
 
     def __init__(self) -> None:
-        self.reasons: dict[str, int] = {}
-        self.layers: dict[str, int] = {}
+        self.verdicts: list[Verdict] = []
 
     def add(self, verdict: Verdict) -> None:
-        self.reasons[verdict.reason] = self.reasons.get(verdict.reason, 0) + 1
-        self.layers[verdict.layer] = self.layers.get(verdict.layer, 0) + 1
+        self.verdicts.append(verdict)
 
     def __bool__(self) -> bool:
-        return bool(self.reasons)
+        return bool(self.verdicts)
+
+    def reasons(self) -> dict[str, int]:
+        """How many task queues each reason kept away."""
+        return dict(Counter(v.reason for v in self.verdicts))
 
     def deciding_layer(self) -> str:
         """The layer that kept the most task queues away (the first in layer order on a tie)."""
+        layers = Counter(v.layer for v in self.verdicts)
         order = {layer.name: i for i, layer in enumerate(LAYERS)}
-        return min(self.layers, key=lambda name: (-self.layers[name], order.get(name, len(order)), name))
+        return min(layers, key=lambda name: (-layers[name], order.get(name, len(order)), name))
 
 
 # Within one request: (scope, resource) found full -> (its usage then, the
@@ -361,7 +367,7 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
             return MatchResult(job)
     if not denials:
         return MatchResult(None, NO_WAITING, telemetry.TAKEN)
-    return MatchResult(None, summarise(denials.reasons), denials.deciding_layer())
+    return MatchResult(None, summarise(denials.reasons()), denials.deciding_layer())
 
 
 def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) -> framework.Diagnosis:

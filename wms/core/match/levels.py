@@ -279,15 +279,16 @@ def _consumable_check(ctx: MatchContext, cx: Complex, amount: float, level: Leve
         return ALLOW
     capacity = float(capacity)
     used = ctx.usage.get((level.scope, cx.name), 0.0) if level.scope else 0.0
+    too_big = amount > capacity
+    if not too_big and cx_rules.fits(amount, capacity, used):
+        return ALLOW            # the common case: nothing to show, so nothing formatted
     shown = {"level": level.level, "resource": cx.name, "amount": cx_rules.format_value(cx, amount),
              "capacity": cx_rules.format_value(cx, capacity)}
-    if amount > capacity:
+    if too_big:
         make = never if level.level != HOST else not_now
         return make(level.level, REASON_TOO_BIG, **shown)
-    if not cx_rules.fits(amount, capacity, used):
-        return not_now(level.level, REASON_FULL, free=cx_rules.format_value(cx, max(capacity - used, 0)), used=used,
-                       **shown)
-    return ALLOW
+    return not_now(level.level, REASON_FULL, free=cx_rules.format_value(cx, max(capacity - used, 0)), used=used,
+                   **shown)
 
 
 def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdict:

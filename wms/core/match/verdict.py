@@ -7,6 +7,7 @@ queue and queue, because nothing but a configuration change alters it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Mapping
@@ -35,8 +36,10 @@ class Verdict:
     def allowed(self) -> bool:
         return self.code is Code.OK
 
-    @property
+    @functools.cached_property
     def reason(self) -> str:
+        # Written once per verdict: a cached static verdict is read by every
+        # request that ends without a job (two threads may both write it).
         return self.why.format(**self.detail) if self.why is not None else ""
 
     @property
