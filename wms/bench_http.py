@@ -107,9 +107,12 @@ class Server:
         env = {**os.environ, "WMS_DATABASE_URL": database_url, "WMS_CONFIG": str(config), "HOME": str(log.parent)}
         self.log = log
         with log.open("wb") as out:
+            # Started outside any checkout: `python -m` puts its working
+            # directory first on the path, which would pick a checkout's code
+            # over the one installed or given by PYTHONPATH (a before/after run).
             self.process = subprocess.Popen([sys.executable, "-m", "wms.cli.main", "server", "--bind",
                                              f"127.0.0.1:{self.port}", "--workers", str(workers)],
-                                            env=env, stdout=out, stderr=out)
+                                            env=env, stdout=out, stderr=out, cwd=log.parent)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
