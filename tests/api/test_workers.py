@@ -120,3 +120,11 @@ def test_the_port_of_a_server_with_workers_is_refused_to_another_server():
             with pytest.raises(StartupError, match="Address already in use"):
                 start("127.0.0.1", port)
     listening_socket("127.0.0.1", port).close()        # free again once the server has stopped
+
+
+def test_start_up_leaves_what_it_built_out_of_later_collections():
+    code = ("import gc; from wms.server import freeze_start_up_heap; "
+            "before = gc.get_freeze_count(); freeze_start_up_heap(); print(before, gc.get_freeze_count())")
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    before, after = map(int, run.stdout.split())
+    assert before == 0 and after > 10_000      # the modules, the configuration's classes, their functions
