@@ -184,7 +184,8 @@ class WorkerSockets(socket.socket):
 
     The supervisor's socket is bound, not listening, so it receives no
     connection. Each worker is handed this object and, when it is unpickled
-    in the new process, opens its own listening socket on the same port.
+    in the new process, binds its own socket on the same port, listened on
+    once the worker serves.
     Another server started on the port while a worker listens is refused,
     as by a single process (in the second or two before the first worker
     listens, one could still bind it).
@@ -201,10 +202,10 @@ class WorkerSockets(socket.socket):
 
 
 def worker_socket(host: str, port: int) -> socket.socket:
-    """A worker's own listening socket on the port its supervisor holds (WorkerSockets)."""
-    sock = _bind(host, port, reuse_port=True)
-    sock.listen(LISTEN_BACKLOG)
-    return sock
+    """A worker's own socket on the port its supervisor holds (WorkerSockets),
+    bound only: uvicorn listens on it when the worker starts serving, so that
+    no connection is given to a worker still starting."""
+    return _bind(host, port, reuse_port=True)
 
 
 def check_database(runtime: Runtime, *, migrate: bool = False) -> None:

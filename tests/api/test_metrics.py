@@ -58,6 +58,9 @@ def same_everywhere(found: list[Scrape], name: str, **labels: str) -> float:
 def test_each_process_runs_as_many_requests_at_once_as_configured(tmp_path):
     config = edited_config(tmp_path / "edited", {"  # request_threads: 10": "  request_threads: 3"})
     with running_server(tmp_path, config, server_args=("--workers", "2")) as handle:
+        # Ready when one worker answers; each sets its count when it starts serving.
+        wait_until(lambda: scrape(handle.url).value("wms_request_threads") == 2 * 3, timeout=60,
+                   what="both workers serving")
         assert same_everywhere(scrapes(handle.url), "wms_request_threads") == 2 * 3
 
 

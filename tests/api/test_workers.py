@@ -92,6 +92,8 @@ def test_each_worker_listens_on_its_own_socket_and_connections_are_spread_over_t
     held = WorkerSockets("127.0.0.1", port)
     # What each spawned worker gets: the supervisor's object, pickled as multiprocessing does.
     workers = [pickle.loads(ForkingPickler.dumps(held)) for _ in range(2)]
+    for listener in workers:
+        listener.listen()                   # as uvicorn does when the worker starts serving
     clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(32)]
     try:
         accepted = []
@@ -115,7 +117,8 @@ def test_the_port_of_a_server_with_workers_is_refused_to_another_server():
     from multiprocessing.reduction import ForkingPickler
 
     port = free_port()
-    with WorkerSockets("127.0.0.1", port) as held, pickle.loads(ForkingPickler.dumps(held)):
+    with WorkerSockets("127.0.0.1", port) as held, pickle.loads(ForkingPickler.dumps(held)) as worker:
+        worker.listen()
         for start in (listening_socket, WorkerSockets):
             with pytest.raises(StartupError, match="Address already in use"):
                 start("127.0.0.1", port)
