@@ -32,9 +32,11 @@ REQUEST_JOB = "/api/v1/matcher/request-job"
 def server(tmp_path_factory) -> ServerHandle:
     tmp = tmp_path_factory.mktemp("metrics-server")
     with running_server(tmp, pilot_config(tmp), tokens=USERS, server_args=("--workers", "2")) as handle:
-        # Ready when one worker answers; wait for the second (each counts itself in).
-        wait_until(lambda: scrape(handle.url).value("wms_server_processes") == 2, timeout=60,
-                   what="both workers serving")
+        # Ready when one worker answers; wait for the second (each counts
+        # itself in when built, and its request threads when it serves).
+        wait_until(lambda: (scrape(handle.url).value("wms_server_processes"),
+                            scrape(handle.url).value("wms_request_threads"))
+                   == (2, 2 * DatabasePoolSettings().size), timeout=60, what="both workers serving")
         yield handle
 
 
