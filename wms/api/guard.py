@@ -37,16 +37,15 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from wms.api.deps import caller, clock_now
 from wms.api.routes_sandboxes import streams_body
-from sqlalchemy.exc import OperationalError
-
 from wms.core.errors import InvalidInput, TooLarge, Unauthorized, Unavailable, WmsError
-from wms.db.engine import is_statement_timeout
 from wms.core.limits import find_bad_character
+from wms.db.engine import is_statement_timeout
 from wms.logs import current_request_id, one_line, request_id_from, shown_query
 from wms.services.runtime import Runtime
 
@@ -99,6 +98,20 @@ def database_error_response(runtime: Runtime, exc: OperationalError) -> JSONResp
     timeout = runtime.config.settings.limits.statement_timeout
     return error_response(Unavailable(f"the database took longer than {timeout:g} s "
                                       "(limits.statement_timeout); nothing was changed"))
+
+
+def replay(message: Message, receive: Receive) -> Receive:
+    """``receive`` giving ``message`` first: a body read here, passed on whole to the app."""
+    replayed = False
+
+    async def again() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return message
+        return await receive()
+
+    return again
 
 
 def internal_error_response(request_id: str) -> JSONResponse:
@@ -267,16 +280,7 @@ class InputGuard:
         if refusal is not None:
             await error_response(refusal)(scope, receive, send)
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay({"type": "http.request", "body": body, "more_body": False}, receive), send)
 
     @staticmethod
     def too_large(limit: int) -> TooLarge:

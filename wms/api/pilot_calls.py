@@ -40,10 +40,10 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wms.api.deps import POLICY_ATTRIBUTE, clock_now
-from wms.api.guard import database_error_response, error_response
+from wms.api.deps import POLICY_ATTRIBUTE, _bearer, clock_now
+from wms.api.guard import database_error_response, error_response, replay
 from wms.api.openapi import api_routes
-from wms.core.errors import WmsError
+from wms.core.errors import Unauthorized, WmsError
 from wms.services.runtime import Runtime
 from wms.services.tokens import cached_identity
 
@@ -91,11 +91,11 @@ class PilotCalls:
         message = await receive()
         body = message.get("body", b"")
         if message["type"] != "http.request" or message.get("more_body", False):
-            await self.app(scope, _replay(message, receive), send)   # not one whole body: FastAPI reads it
+            await self.app(scope, replay(message, receive), send)   # not one whole body: FastAPI reads it
             return
         answered = await self.answer(call, scope, body, send)
         if not answered:
-            await self.app(scope, _replay(message, receive), send)
+            await self.app(scope, replay(message, receive), send)
 
     async def answer(self, call: PilotCall, scope: Scope, body: bytes, send: Send) -> bool:
         """Answer the request, or False to leave it, untouched, to FastAPI."""
@@ -105,9 +105,11 @@ class PilotCalls:
         except (ValueError, ValidationError, RecursionError):
             return False
         now = clock_now(request)
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        identity = cached_identity(token.strip(), now, self.runtime.caches.verified_tokens) \
-            if scheme.lower() == "bearer" else None
+        try:
+            token = _bearer(request)
+        except Unauthorized:
+            return False
+        identity = cached_identity(token, now, self.runtime.caches.verified_tokens)
         if identity is None or identity.role not in call.roles:
             return False
         scope["route"] = call.route     # what FastAPI would have left there (the metrics' label)
@@ -119,19 +121,6 @@ class PilotCalls:
             response = database_error_response(self.runtime, exc)
         await response(scope, _nothing, send)
         return True
-
-
-def _replay(message: Message, receive: Receive) -> Receive:
-    replayed = False
-
-    async def again() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return message
-        return await receive()
-
-    return again
 
 
 async def _nothing() -> Message:
