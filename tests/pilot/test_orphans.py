@@ -59,6 +59,15 @@ def wait_gone(pid: int, timeout: float = 60) -> bool:
     return False
 
 
+def wait_session_gone(sid: int, timeout: float = 60) -> list[int]:
+    """The members of session ``sid`` still alive once the wait is over: a
+    SIGKILLed process lives on until the kernel runs it, later on a loaded machine."""
+    deadline = time.monotonic() + patience(timeout)
+    while (left := [pid for pid in session_members(sid) if alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 def payload_of(pilot: subprocess.Popen[str]) -> int:
     """The running payload's leader: the pilot's child that is not the watchdog."""
     deadline = time.monotonic() + patience(60)
@@ -79,7 +88,7 @@ def test_the_payload_dies_with_its_pilot(server, tokens, tmp_path):
     pilot.send_signal(signal.SIGKILL)
     pilot.wait()
     assert wait_gone(payload), "the payload outlived its pilot"
-    assert not [pid for pid in session_members(payload) if alive(pid)] and not marker.exists()
+    assert not wait_session_gone(payload) and not marker.exists()
 
 
 def test_a_new_pilot_ends_the_payloads_of_a_dead_predecessor(server, tokens, tmp_path):
@@ -101,7 +110,7 @@ def test_a_new_pilot_ends_the_payloads_of_a_dead_predecessor(server, tokens, tmp
     _, err = successor.communicate(timeout=patience(90))
     assert "ended 1 job session(s) left by dead pilots on this node" in err
     assert not (state / f"first-pilot{SUFFIX}").exists()
-    assert not [pid for pid in session_members(payload) if alive(pid)] and not marker.exists()
+    assert not wait_session_gone(payload) and not marker.exists()
 
 
 def test_sessions_of_a_live_pilot_or_a_recycled_pid_are_left_alone(tmp_path):
