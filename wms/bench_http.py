@@ -304,9 +304,10 @@ def percentile(ordered: list[float], q: float) -> float | None:
 
 
 def backpressure_options(args) -> dict[str, int]:
-    """--max-in-flight, --retry-after and --request-threads, for the server's wms.yaml."""
+    """--max-in-flight, --retry-after, --request-threads and --match-threads, for the server's wms.yaml."""
     chosen = {"max_in_flight": getattr(args, "max_in_flight", None), "retry_after": getattr(args, "retry_after", None),
-              "request_threads": getattr(args, "request_threads", None)}
+              "request_threads": getattr(args, "request_threads", None),
+              "match_threads": getattr(args, "match_threads", None)}
     return {key: value for key, value in chosen.items() if value is not None}
 
 

@@ -19,13 +19,15 @@ from tests.api.scraping import Scrape, scrape
 from tests.helpers import patience, wait_until
 from tests.pilot.conftest import LOCAL, USERS, jdl, pilot_config, submit
 from tests.servers import ServerHandle, Tokens, edited_config, free_port, running_server
-from wms.config.models import DatabasePoolSettings
+from wms.config.models import BackpressureSettings, DatabasePoolSettings
 from wms.api.metrics import exposition
 from wms.core.match.framework import LAYERS
 from wms.db import pilots as pilots_db
 from wms.db.engine import make_engine
 
 REQUEST_JOB = "/api/v1/matcher/request-job"
+# Each process's threads for requests other than the pilots' job requests, by default.
+DEFAULT_REQUEST_THREADS = DatabasePoolSettings().size - BackpressureSettings().match_threads
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,7 @@ def server(tmp_path_factory) -> ServerHandle:
         # itself in when built, and its request threads when it serves).
         wait_until(lambda: (scrape(handle.url).value("wms_server_processes"),
                             scrape(handle.url).value("wms_request_threads"))
-                   == (2, 2 * DatabasePoolSettings().size), timeout=60, what="both workers serving")
+                   == (2, 2 * DEFAULT_REQUEST_THREADS), timeout=60, what="both workers serving")
         yield handle
 
 
@@ -58,12 +60,15 @@ def same_everywhere(found: list[Scrape], name: str, **labels: str) -> float:
 
 
 def test_each_process_runs_as_many_requests_at_once_as_configured(tmp_path):
-    config = edited_config(tmp_path / "edited", {"  # request_threads: 10": "  request_threads: 3"})
+    config = edited_config(tmp_path / "edited", {"  # request_threads: 8 ": "  request_threads: 3 ",
+                                                 "  match_threads: 2 ": "  match_threads: 1 "})
     with running_server(tmp_path, config, server_args=("--workers", "2")) as handle:
         # Ready when one worker answers; each sets its count when it starts serving.
         wait_until(lambda: scrape(handle.url).value("wms_request_threads") == 2 * 3, timeout=60,
                    what="both workers serving")
-        assert same_everywhere(scrapes(handle.url), "wms_request_threads") == 2 * 3
+        found = scrapes(handle.url)
+        assert same_everywhere(found, "wms_request_threads") == 2 * 3
+        assert same_everywhere(found, "wms_match_threads") == 2 * 1
 
 
 def test_the_numbers_move_as_a_pilot_matches_jobs(server, server_tokens, tmp_path):
@@ -75,7 +80,8 @@ def test_the_numbers_move_as_a_pilot_matches_jobs(server, server_tokens, tmp_pat
     assert same_everywhere(before, "wms_server_processes") == 2
     assert same_everywhere(before, "wms_db_pool_connections_limit") > 0
     # Each process runs as many requests at once as its pool keeps connections.
-    assert same_everywhere(before, "wms_request_threads") == 2 * DatabasePoolSettings().size
+    assert same_everywhere(before, "wms_request_threads") == 2 * DEFAULT_REQUEST_THREADS
+    assert same_everywhere(before, "wms_match_threads") == 2 * BackpressureSettings().match_threads
 
     # Three jobs the local queue runs, one it never can (more licences than it has).
     runnable = submit(server, tokens, tmp_path, *[jdl("true")] * 3)

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from tests.helpers import PILOT, ROLAND, as_pilot
+from tests.helpers import PILOT, ROLAND, as_pilot, patience, wait_until
 from wms.api import pilot_calls
 from wms.api.app import create_app
 from wms.api.pilot_calls import PilotCalls
@@ -196,3 +196,52 @@ def test_only_routes_of_a_body_and_a_caller_are_taken(runtime):
         pilot_calls.calls_of(app, ["/api/v1/nosuch"])
     with pytest.raises(ValueError, match="nothing from its path"):
         pilot_calls.calls_of(app, ["/api/v1/jobs/{job_id}/heartbeat"])
+
+
+def test_a_pilot_is_answered_while_every_request_thread_waits(database_factory):
+    """The pilots' job requests run on threads of their own (backpressure.match_threads):
+    a request holding the process's only request thread does not hold them up."""
+    import dataclasses
+    import threading
+
+    from tests.helpers import default_config
+    from wms.db.engine import make_engine
+    from wms.db.migrate import upgrade
+    from wms.services.runtime import Runtime
+
+    config = default_config()
+    one_thread = config.settings.backpressure.model_copy(update={"request_threads": 1})
+    config = dataclasses.replace(config, settings=config.settings.model_copy(update={"backpressure": one_thread}))
+    engine = make_engine(database_factory("postgresql"))
+    upgrade(engine)
+    runtime = Runtime.create(config, engine)
+    renewing, matching = token(runtime, as_pilot("renewing")), token(runtime, as_pilot("matching"))
+    answers: dict[str, Any] = {}
+    with TestClient(create_app(runtime)) as client:
+        try:
+            with engine.connect() as locker:
+                locker.execute(text("LOCK TABLE tokens IN ACCESS EXCLUSIVE MODE"))
+                renewal = threading.Thread(target=lambda: answers.update(
+                    renewal=post(client, "/api/v1/pilots/token/renew", {}, renewing)))
+                renewal.start()
+                waiting = ("select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
+                           "and query like '%tokens%'")
+
+                def renewal_waits() -> bool:
+                    locker.execute(text("select pg_stat_clear_snapshot()"))   # the transaction's view is kept
+                    return locker.execute(text(waiting)).scalar() == 1
+
+                wait_until(renewal_waits, timeout=30, what="the renewal waiting for the table, in the only request thread")
+                match = threading.Thread(target=lambda: answers.update(
+                    match=post(client, REQUEST_JOB, {**LOCAL, "pilot_id": "matching"}, matching)))
+                match.start()
+                match.join(timeout=patience(20))
+                answered_first = "match" in answers and "renewal" not in answers
+                locker.rollback()
+            renewal.join(timeout=patience(30))
+            match.join(timeout=patience(30))
+            assert answered_first, "the pilot waited for the request thread"
+            assert answers["match"].status_code == 200 and answers["match"].json()["match"] is False
+            assert answers["renewal"].status_code == 200, answers["renewal"].text
+        finally:
+            engine.dispose()

@@ -112,3 +112,17 @@ def test_every_step_starts_from_the_waiting_jobs_the_first_met(tmp_path):
     assert top_up(runtime, full, random.Random(3)) == matched
     assert waiting_per_task_queue(runtime) == full
     engine.dispose()
+
+
+def test_the_server_under_test_gets_the_backpressure_asked_for(tmp_path, monkeypatch):
+    """--max-in-flight, --retry-after, --request-threads and --match-threads reach the server's wms.yaml."""
+    from argparse import Namespace
+
+    from wms.bench_http import backpressure_options, bench_config_dir
+    from wms.config import load_config
+
+    monkeypatch.setenv("WMS_CONFIG", str(REPO / "config"))
+    asked = Namespace(max_in_flight=80, retry_after=None, request_threads=3, match_threads=1)
+    assert backpressure_options(asked) == {"max_in_flight": 80, "request_threads": 3, "match_threads": 1}
+    chosen = load_config(bench_config_dir(tmp_path, backpressure_options(asked))).settings.backpressure
+    assert (chosen.max_in_flight, chosen.retry_after, chosen.request_threads, chosen.match_threads) == (80, 5, 3, 1)

@@ -19,8 +19,14 @@ def test_backpressure_has_defaults_and_can_be_set(tmp_path: Path) -> None:
 
 
 def test_request_threads_follow_the_pool_unless_set(tmp_path: Path) -> None:
+    """The pool keeps a connection for each thread: the match threads' and the others'."""
     _write(tmp_path, "wms.yaml", "database_pool:\n  size: 6\n")
-    assert load_config(tmp_path, environ=NO_ENV).settings.request_threads() == 6
+    settings = load_config(tmp_path, environ=NO_ENV).settings
+    assert (settings.request_threads(), settings.backpressure.match_threads) == (4, 2)
+    _write(tmp_path, "wms.yaml", "database_pool:\n  size: 6\nbackpressure:\n  match_threads: 3\n")
+    assert load_config(tmp_path, environ=NO_ENV).settings.request_threads() == 3
+    _write(tmp_path, "wms.yaml", "database_pool:\n  size: 2\nbackpressure:\n  match_threads: 4\n")
+    assert load_config(tmp_path, environ=NO_ENV).settings.request_threads() == 1
     _write(tmp_path, "wms.yaml", "database_pool:\n  size: 6\nbackpressure:\n  request_threads: 4\n")
     assert load_config(tmp_path, environ=NO_ENV).settings.request_threads() == 4
 
@@ -32,6 +38,7 @@ def test_request_threads_follow_the_pool_unless_set(tmp_path: Path) -> None:
     ("backpressure:\n  max_inflight: 10\n", 2, "backpressure.max_inflight: unknown key"),
     ("backpressure:\n  retry_after_max: -1\n", 2, "backpressure.retry_after_max: must be greater than 0, got -1"),
     ("backpressure:\n  request_threads: 0\n", 2, "backpressure.request_threads: must be greater than 0, got 0"),
+    ("backpressure:\n  match_threads: many\n", 2, "backpressure.match_threads: expected an integer, got 'many'"),
 ])
 def test_bad_backpressure_settings_name_file_line_and_problem(tmp_path: Path, text: str, line: int,
                                                               message: str) -> None:

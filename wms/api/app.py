@@ -76,6 +76,7 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = runtime.config.settings.request_threads()
         metrics.REQUEST_THREADS.set(limiter.total_tokens)
+        metrics.MATCH_THREADS.set(runtime.config.settings.backpressure.match_threads)
         yield
 
     app = FastAPI(title="WMS", version=__version__, docs_url="/docs", openapi_url="/openapi.json",

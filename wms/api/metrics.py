@@ -71,8 +71,10 @@ PROCESSES = Gauge("wms_server_processes", "Server processes (workers) answering 
                   multiprocess_mode="livesum")
 IN_FLIGHT = Gauge("wms_http_requests_in_flight", "HTTP requests the server processes are working on",
                   multiprocess_mode="livesum")
-REQUEST_THREADS = Gauge("wms_request_threads", "Requests the server processes run at once "
-                        "(backpressure.request_threads each)", multiprocess_mode="livesum")
+REQUEST_THREADS = Gauge("wms_request_threads", "Requests the server processes run at once, pilots' job requests "
+                        "aside (backpressure.request_threads each)", multiprocess_mode="livesum")
+MATCH_THREADS = Gauge("wms_match_threads", "Pilots' job requests the server processes run at once "
+                      "(backpressure.match_threads each)", multiprocess_mode="livesum")
 
 
 class Templates:

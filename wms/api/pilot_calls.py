@@ -11,7 +11,10 @@ answers the common case directly with the same parts:
 * the body read by the input guard, validated by the route's own model;
 * the caller from the verified-token cache, admitted by the route's own
   policy (``require``);
-* the route's own function, run on one request thread;
+* the route's own function, run on one of the process's match threads
+  (``backpressure.match_threads``), a lane of their own: a pilot waits
+  for no submission, and two threads match faster than ten, which spent
+  their time taking the interpreter lock from each other;
 * errors answered as the app answers them (``error_response``,
   ``database_error_response``).
 
@@ -31,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -82,6 +86,12 @@ class PilotCalls:
         self.app = app
         self.runtime = runtime
         self.calls = calls
+        self._lane: anyio.CapacityLimiter | None = None     # made in the event loop, on first use
+
+    def lane(self) -> anyio.CapacityLimiter:
+        if self._lane is None:
+            self._lane = anyio.CapacityLimiter(self.runtime.config.settings.backpressure.match_threads)
+        return self._lane
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         call = self.calls.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -114,7 +124,8 @@ class PilotCalls:
             return False
         scope["route"] = call.route     # what FastAPI would have left there (the metrics' label)
         try:
-            response = await anyio.to_thread.run_sync(call.handler, payload, self.runtime, now, identity)
+            response = await anyio.to_thread.run_sync(call.handler, payload, self.runtime, now, identity,
+                                                      limiter=self.lane())
         except WmsError as exc:
             response = error_response(exc)
         except OperationalError as exc:

@@ -631,6 +631,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the server's backpressure.retry_after, seconds (default: wms.yaml's)")
     b.add_argument("--request-threads", type=_positive, dest="request_threads",
                    help="the server's backpressure.request_threads (default: wms.yaml's)")
+    b.add_argument("--match-threads", type=_positive, dest="match_threads",
+                   help="the server's backpressure.match_threads (default: wms.yaml's)")
     b.add_argument("--url", help="drive the wms server already running at this http:// address instead of "
                                  "starting one; --database must then be the URL of its database, which is filled")
     b.add_argument("--batch", type=_batch, metavar="K",

@@ -230,9 +230,16 @@ class BackpressureSettings(_Model):
     # thread included); one more is answered 429 at once, with Retry-After.
     max_in_flight: PositiveInt = 64
     # Requests one process runs at the same time, each in a thread of its
-    # own; the others wait their turn. Unset: database_pool.size, so that
-    # every running request finds a connection the pool keeps open.
+    # own; the others wait their turn. Unset: database_pool.size less
+    # match_threads, so that every running request finds a connection the
+    # pool keeps open.
     request_threads: PositiveInt | None = None
+    # Pilots' job requests (request-job, request-jobs) one process runs at
+    # the same time, on threads of their own: a pilot never waits behind a
+    # submission or a `wms why`, and so few threads leave the interpreter
+    # lock to the one that holds a claim (docs/benchmarks.md: 2 threads
+    # matched a third faster than 10, at half the p99).
+    match_threads: PositiveInt = 2
     # Seconds a refused client is told to wait (the Retry-After header), at
     # least: while many are refused, each is told to wait as long as this
     # process needs to serve them all at its current rate, up to retry_after_max.
@@ -357,8 +364,9 @@ class Settings(_Model):
         return parse_bind(self.bind)[1]
 
     def request_threads(self) -> int:
-        """How many requests one server process runs at once (backpressure.request_threads)."""
-        return self.backpressure.request_threads or self.database_pool.size
+        """How many requests other than the pilots' job requests one server
+        process runs at once (backpressure.request_threads)."""
+        return self.backpressure.request_threads or max(1, self.database_pool.size - self.backpressure.match_threads)
 
     def agent_period(self, name: str, default: int | None = None) -> int:
         """The period of an agent in seconds; ``default`` for agents this
