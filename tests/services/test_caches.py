@@ -21,12 +21,51 @@ def test_a_timed_value_is_reloaded_when_stale_or_forgotten():
 
 def test_forgetting_the_waiting_work_starts_a_new_generation_and_leaves_the_old_one_whole():
     waiting = Waiting(ttl=3600)
-    old = waiting.current()
-    old.task_queues = [(1, 10, None)]
-    assert waiting.current() is old
+    old = waiting.current(lambda: [(1, 10, None)])
+    assert waiting.current(lambda: [(2, 10, None)]) is old
     waiting.forget()
-    assert waiting.current() is not old and waiting.current().task_queues is None
+    new = waiting.current(lambda: [(2, 10, None)])
+    assert new is not old and new.task_queues == [(2, 10, None)]
     assert old.task_queues == [(1, 10, None)]                               # a request still using it is not disturbed
+
+
+def test_one_thread_reads_the_next_generation_while_the_others_use_the_last():
+    import threading
+
+    waiting = Waiting(ttl=3600)
+    old = waiting.current(lambda: [(1, 10, None)])
+    waiting.keep_until(time.monotonic() - 7200)                             # now stale
+    reading, release = threading.Event(), threading.Event()
+
+    def slow_read():
+        reading.set()
+        release.wait(10)
+        return [(2, 10, None)]
+
+    reader = threading.Thread(target=waiting.current, args=(slow_read,))
+    reader.start()
+    assert reading.wait(10)
+    unread = []
+    assert waiting.current(lambda: unread.append(1) or []) is old and unread == []    # no second read, no wait
+    release.set()
+    reader.join(10)
+    assert waiting.current(lambda: unread.append(1) or []).task_queues == [(2, 10, None)] and unread == []
+
+
+def test_a_list_read_across_a_forget_is_not_kept():
+    """Jobs made waiting while the list was read may be missing from it: the next request reads again."""
+    waiting = Waiting(ttl=3600)
+    reads = []
+
+    def read_while_jobs_arrive():
+        reads.append(1)
+        if len(reads) == 1:
+            waiting.forget()
+        return [(len(reads), 10, None)]
+
+    assert waiting.current(read_while_jobs_arrive).task_queues == [(1, 10, None)]
+    assert waiting.current(read_while_jobs_arrive).task_queues == [(2, 10, None)]     # read again
+    assert waiting.current(read_while_jobs_arrive).task_queues == [(2, 10, None)] and len(reads) == 2
 
 
 def test_a_new_complex_table_drops_what_was_parsed_against_the_old_one_only():

@@ -79,21 +79,52 @@ class WaitingGeneration:
 
 class Waiting:
     """The short-lived view of the waiting work: a new generation after
-    ``ttl`` seconds or when jobs became waiting in this process."""
+    ``ttl`` seconds or when jobs became waiting in this process.
+
+    When a generation grows old, one thread reads the next while the
+    others go on with the old one. Under load the read took 30-60 ms on
+    MariaDB (its rows parsed in Python while other threads want the
+    interpreter), and every request thread of the process used to wait for
+    it at once, each reading the same list: a stall of the whole process
+    every second. A generation is therefore used up to the length of one
+    read past ``ttl``. After ``forget`` nobody uses the old one: the jobs
+    just made waiting must be seen at once.
+    """
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
         self._generation = WaitingGeneration(time.monotonic())
+        self._reading = threading.Lock()
+        self._forgotten = 0     # forget() calls so far: a list read across one is not kept
 
-    def current(self) -> WaitingGeneration:
+    def current(self, read: Callable[[], list[tuple[int, int, str | None]]]) -> WaitingGeneration:
+        """The generation to use, its task queues read with ``read`` if due."""
         generation = self._generation
-        now = time.monotonic()
-        if now - generation.since > self.ttl:
-            generation = self._generation = WaitingGeneration(now)
-        return generation
+        if generation.task_queues is None:
+            return self._read(read)
+        if time.monotonic() - generation.since <= self.ttl:
+            return generation
+        if not self._reading.acquire(blocking=False):
+            return generation                   # another thread reads the next one
+        try:
+            return self._read(read)
+        finally:
+            self._reading.release()
+
+    def _read(self, read: Callable[[], list[tuple[int, int, str | None]]]) -> WaitingGeneration:
+        forgotten = self._forgotten
+        fresh = WaitingGeneration(time.monotonic(), read())
+        if self._forgotten == forgotten:        # else what was read may miss jobs made waiting meanwhile
+            self._generation = fresh
+        return fresh
 
     def forget(self) -> None:
+        self._forgotten += 1
         self._generation = WaitingGeneration(time.monotonic())
+
+    def keep_until(self, clock: float) -> None:
+        """Treat the generation held as read at ``clock`` (tests that make it stale)."""
+        self._generation.since = clock
 
 
 class VerifiedTokens:

@@ -45,6 +45,7 @@ from wms.services.retry import run_in_transaction
 from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
 from wms.services import telemetry
+from wms.services.caches import WaitingGeneration
 from wms.services import tokens as tokens_service
 from wms.services.runtime import Runtime
 
@@ -139,16 +140,14 @@ class LazyReader:
             self._conn.close()
 
 
-def waiting_task_queues(runtime: Runtime, reader: LazyReader) -> list[tuple[int, int, str | None]]:
-    generation = runtime.caches.waiting.current()
-    if generation.task_queues is None:
-        generation.task_queues = match_db.waiting_task_queues(reader())
-    return generation.task_queues
+def waiting(runtime: Runtime, reader: LazyReader) -> WaitingGeneration:
+    """The task queues with waiting jobs, and what is cached along with them (caches.Waiting)."""
+    return runtime.caches.waiting.current(lambda: match_db.waiting_task_queues(reader()))
 
 
 def pools_for_queue(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[str, ...]:
     """getSubmitPoolsForQueue for a pilot that did not say (the TaskQueueDirector case), cached briefly."""
-    cache = runtime.caches.waiting.current().pools
+    cache = waiting(runtime, reader).pools
     key = request.ref.name
     if key not in cache:
         cache[key] = tuple(pools_db.get_pools_for_queue(reader(), request.site, request.ce, request.queue))
@@ -157,13 +156,14 @@ def pools_for_queue(runtime: Runtime, reader: LazyReader, request: PilotRequest)
 
 def candidates(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView]]:
     """The task queues with waiting jobs the pilot's pools may serve, ready to draw from (cached briefly)."""
-    cache = runtime.caches.waiting.current().candidates
+    generation = waiting(runtime, reader)
+    cache = generation.candidates
     key = (request.ref.name, request.pools, request.vo)
     if key not in cache:
         # The pools layer's rule, applied to the whole list at once: the
         # candidates are cached per pools, so it is decided here only once.
         pools = frozenset(request.pools) if request.pools is not None else None
-        chosen = [(tq_id, priority) for tq_id, priority, pool in waiting_task_queues(runtime, reader)
+        chosen = [(tq_id, priority) for tq_id, priority, pool in generation.task_queues or []
                   if admits(pools, pool)]
         views = task_queue_views(runtime, reader(), [tq_id for tq_id, _ in chosen])
         if request.vo is not None:
