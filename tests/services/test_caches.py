@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from tests.helpers import wait_until
 from wms.core.match.framework import StaticVerdicts
 from wms.services.caches import Caches, Timed, Waiting
 
@@ -80,3 +81,34 @@ def test_a_new_complex_table_drops_what_was_parsed_against_the_old_one_only():
     assert isinstance(caches.static_verdicts, StaticVerdicts) and caches.static_verdicts is not static
     assert caches.usage_rows == {("global", "slots")}                       # rows exist whatever the table
     assert caches.stored == {}                                              # re-adopted against the new table
+
+
+def test_an_old_list_is_read_again_aside_while_requests_use_it():
+    import threading
+
+    waiting = Waiting(ttl=3600)
+    old = waiting.current(lambda: [(1, 10, None)])
+    waiting.keep_until(time.monotonic() - 7200)                             # now stale
+    read = threading.Event()
+
+    def aside():
+        read.set()
+        return [(2, 10, None)]
+
+    assert waiting.current(lambda: [(9, 9, None)], aside) is old            # answered at once, with the last list
+    assert read.wait(10)
+    wait_until(lambda: waiting.current(list, aside).task_queues == [(2, 10, None)], timeout=10,
+               what="the list read aside in use")
+
+
+def test_a_failed_read_aside_keeps_the_last_list_and_says_so(caplog):
+    waiting = Waiting(ttl=3600)
+    old = waiting.current(lambda: [(1, 10, None)])
+    waiting.keep_until(time.monotonic() - 7200)
+
+    def failing():
+        raise OSError("database gone")
+
+    assert waiting.current(list, failing) is old
+    wait_until(lambda: "reading the waiting task queues failed" in caplog.text, timeout=10, what="the warning")
+    assert waiting.current(list, failing) is old                           # kept another ttl, not read again at once

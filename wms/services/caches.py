@@ -22,6 +22,7 @@ half of a value.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from wms.core.match.context import LevelValues, TaskQueueView
 from wms.core.match.framework import StaticVerdicts
 
 T = TypeVar("T")
+# (tq_id, priority, submit pool) of each task queue with waiting jobs
+TaskQueueList = list[tuple[int, int, str | None]]
 
 # Seconds a process reuses its list of task queues with waiting jobs. A task
 # queue that empties meanwhile just yields no job; one that another server
@@ -81,14 +84,14 @@ class Waiting:
     """The short-lived view of the waiting work: a new generation after
     ``ttl`` seconds or when jobs became waiting in this process.
 
-    When a generation grows old, one thread reads the next while the
-    others go on with the old one. Under load the read took 30-60 ms on
-    MariaDB (its rows parsed in Python while other threads want the
+    When a generation grows old, a thread of its own reads the next while
+    the requests go on with the old one. Under load the read took 30-60 ms
+    on MariaDB (its rows parsed in Python while other threads want the
     interpreter), and every request thread of the process used to wait for
     it at once, each reading the same list: a stall of the whole process
     every second. A generation is therefore used up to the length of one
     read past ``ttl``. After ``forget`` nobody uses the old one: the jobs
-    just made waiting must be seen at once.
+    just made waiting must be seen at once, so the request reads them.
     """
 
     def __init__(self, ttl: float) -> None:
@@ -97,21 +100,38 @@ class Waiting:
         self._reading = threading.Lock()
         self._forgotten = 0     # forget() calls so far: a list read across one is not kept
 
-    def current(self, read: Callable[[], list[tuple[int, int, str | None]]]) -> WaitingGeneration:
-        """The generation to use, its task queues read with ``read`` if due."""
+    def current(self, read: Callable[[], TaskQueueList],
+                read_aside: Callable[[], TaskQueueList] | None = None) -> WaitingGeneration:
+        """The generation to use. Its task queues are read with ``read``
+        when there are none; when they are old, with ``read_aside`` on a
+        thread of its own (which must not use the caller's connection), or
+        without it by the caller, one at a time."""
         generation = self._generation
         if generation.task_queues is None:
             return self._read(read)
         if time.monotonic() - generation.since <= self.ttl:
             return generation
         if not self._reading.acquire(blocking=False):
-            return generation                   # another thread reads the next one
+            return generation                   # the next one is being read
+        if read_aside is None:
+            try:
+                return self._read(read)
+            finally:
+                self._reading.release()
+        threading.Thread(target=self._read_aside, args=(read_aside,), name="wms-waiting-reader", daemon=True).start()
+        return generation
+
+    def _read_aside(self, read: Callable[[], TaskQueueList]) -> None:
         try:
-            return self._read(read)
+            self._read(read)
+        except Exception:  # noqa: BLE001 - a thread of its own: say it, keep the last list another ttl
+            logging.getLogger(__name__).warning("reading the waiting task queues failed; using the last list",
+                                                exc_info=True)
+            self._generation.since = time.monotonic()
         finally:
             self._reading.release()
 
-    def _read(self, read: Callable[[], list[tuple[int, int, str | None]]]) -> WaitingGeneration:
+    def _read(self, read: Callable[[], TaskQueueList]) -> WaitingGeneration:
         forgotten = self._forgotten
         fresh = WaitingGeneration(time.monotonic(), read())
         if self._forgotten == forgotten:        # else what was read may miss jobs made waiting meanwhile

@@ -142,7 +142,13 @@ class LazyReader:
 
 def waiting(runtime: Runtime, reader: LazyReader) -> WaitingGeneration:
     """The task queues with waiting jobs, and what is cached along with them (caches.Waiting)."""
-    return runtime.caches.waiting.current(lambda: match_db.waiting_task_queues(reader()))
+    return runtime.caches.waiting.current(lambda: match_db.waiting_task_queues(reader()),
+                                          lambda: _read_waiting(runtime.engine))
+
+
+def _read_waiting(engine: Engine) -> list[tuple[int, int, str | None]]:
+    with reading(engine) as conn:
+        return match_db.waiting_task_queues(conn)
 
 
 def pools_for_queue(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[str, ...]:
