@@ -209,3 +209,22 @@ def test_a_forked_child_logs_through_a_writer_of_its_own(tmp_path):
     assert result.returncode == 0, result.stderr
     said = [line.rsplit(" ", 1)[-1] for line in result.stderr.splitlines()]
     assert said.count("child") == 1 and said[0] == "parent" and said[-1] == "again", result.stderr
+
+
+def test_the_line_writer_writes_a_warning_at_once_and_gathers_the_rest():
+    out = io.StringIO()
+    writer = logs.LineWriter(out, every=3600)           # the writer thread would wait an hour
+    writer.setFormatter(logs.TextFormatter())
+    writer.addFilter(logs.RequestIdFilter())
+    logger = logging.getLogger("wms.test.gathered")
+    logger.addHandler(writer)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        logger.info("first")
+        assert out.getvalue() == ""                      # gathered
+        logger.warning("second")
+        assert [line.rsplit(" ", 1)[1] for line in out.getvalue().splitlines()] == ["first", "second"]
+    finally:
+        logger.removeHandler(writer)
+        writer.close()

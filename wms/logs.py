@@ -182,7 +182,8 @@ class LineWriter(logging.Handler):
     at 800 lines a second, each wake-up took the interpreter's lock away
     from the request threads (7 % of a server process's time). So a line
     is appended to a deque, which wakes nobody, and the writer looks every
-    ``every`` seconds: a line reaches stderr at most that late. Lines keep
+    ``every`` seconds: a line reaches stderr at most that late, and a
+    warning or an error at once, with what gathered before it. Lines keep
     their order; what is gathered is written at exit (atexit), and a forked
     child starts a writer of its own (what was logged before a fork is
     written before it).
@@ -218,6 +219,9 @@ class LineWriter(logging.Handler):
             self._lines.append(self.format(record))
         except Exception:  # noqa: BLE001 - logging never raises into the caller
             self.handleError(record)
+            return
+        if record.levelno >= logging.WARNING:
+            self.flush()        # what went wrong is on stderr before the caller goes on
 
     def _write(self) -> None:
         while True:
