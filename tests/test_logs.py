@@ -149,19 +149,25 @@ def test_a_text_line_cannot_be_forged_by_a_value_with_a_newline():
     assert lines[1].endswith("wms.api request r1 failed") and lines[2] == "Traceback (most recent call last):"
 
 
+def line_writer_logger(name: str, out, **options) -> tuple[logs.LineWriter, logging.Logger]:
+    """A logger of its own writing through a LineWriter to ``out`` (remove the writer and close it after)."""
+    writer = logs.LineWriter(out, **options)
+    writer.setFormatter(logs.TextFormatter())
+    writer.addFilter(logs.RequestIdFilter())
+    logger = logging.getLogger(name)
+    logger.addHandler(writer)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return writer, logger
+
+
 def test_the_line_writer_keeps_every_line_of_many_threads_in_order():
     """Forty threads logging at once, as a busy server's request threads do:
     every line is written, whole, each thread's lines in the order logged."""
     import threading
 
     out = io.StringIO()
-    writer = logs.LineWriter(out)
-    writer.setFormatter(logs.TextFormatter())
-    writer.addFilter(logs.RequestIdFilter())
-    logger = logging.getLogger("wms.test.line_writer")
-    logger.addHandler(writer)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    writer, logger = line_writer_logger("wms.test.line_writer", out)
     try:
         def log_lines(k: int) -> None:
             for i in range(200):
@@ -213,13 +219,7 @@ def test_a_forked_child_logs_through_a_writer_of_its_own(tmp_path):
 
 def test_the_line_writer_writes_a_warning_at_once_and_gathers_the_rest():
     out = io.StringIO()
-    writer = logs.LineWriter(out, every=3600)           # the writer thread would wait an hour
-    writer.setFormatter(logs.TextFormatter())
-    writer.addFilter(logs.RequestIdFilter())
-    logger = logging.getLogger("wms.test.gathered")
-    logger.addHandler(writer)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    writer, logger = line_writer_logger("wms.test.gathered", out, every=3600)    # its thread would wait an hour
     try:
         logger.info("first")
         assert out.getvalue() == ""                      # gathered
