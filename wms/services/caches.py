@@ -37,8 +37,8 @@ TaskQueueList = list[tuple[int, int, str | None]]
 
 # Seconds a process reuses its list of task queues with waiting jobs. A task
 # queue that empties meanwhile just yields no job; one that another server
-# process creates is seen at most this late (submissions in this process
-# clear the list at once).
+# process creates is seen at most this late, plus one read of the list
+# (Waiting; submissions in this process clear the list at once).
 CANDIDATES_TTL = 1.0
 # Seconds a process reuses its list of active reservations: a reservation
 # granted or changed by another server process is seen at most this late.
