@@ -180,7 +180,9 @@ class LineWriter(logging.Handler):
     load they queued on that lock (a quarter of a profile's samples at 32
     pilots). A queue that wakes the writer for each line was the next cost:
     at 800 lines a second, each wake-up took the interpreter's lock away
-    from the request threads (7 % of a server process's time). So a line
+    from the request threads (7 % of the samples of a profile holding that
+    lock, though an A/B of the whole server could not tell it from the
+    noise; docs/benchmarks.md). So a line
     is appended to a deque, which wakes nobody, and the writer looks every
     ``every`` seconds: a line reaches stderr at most that late, and a
     warning or an error at once, with what gathered before it. Lines keep

@@ -22,19 +22,19 @@ def test_a_timed_value_is_reloaded_when_stale_or_forgotten():
 
 def test_forgetting_the_waiting_work_starts_a_new_generation_and_leaves_the_old_one_whole():
     waiting = Waiting(ttl=3600)
-    old = waiting.current(lambda: [(1, 10, None)])
-    assert waiting.current(lambda: [(2, 10, None)]) is old
+    old = waiting.current(lambda: [(1, 10, None)], list)
+    assert waiting.current(lambda: [(2, 10, None)], list) is old
     waiting.forget()
-    new = waiting.current(lambda: [(2, 10, None)])
+    new = waiting.current(lambda: [(2, 10, None)], list)
     assert new is not old and new.task_queues == [(2, 10, None)]
     assert old.task_queues == [(1, 10, None)]                               # a request still using it is not disturbed
 
 
-def test_one_thread_reads_the_next_generation_while_the_others_use_the_last():
+def test_one_thread_reads_the_next_generation_aside_while_requests_use_the_last():
     import threading
 
     waiting = Waiting(ttl=3600)
-    old = waiting.current(lambda: [(1, 10, None)])
+    old = waiting.current(lambda: [(1, 10, None)], list)
     waiting.keep_until(time.monotonic() - 7200)                             # now stale
     reading, release = threading.Event(), threading.Event()
 
@@ -43,14 +43,14 @@ def test_one_thread_reads_the_next_generation_while_the_others_use_the_last():
         release.wait(10)
         return [(2, 10, None)]
 
-    reader = threading.Thread(target=waiting.current, args=(slow_read,))
-    reader.start()
-    assert reading.wait(10)
     unread = []
-    assert waiting.current(lambda: unread.append(1) or []) is old and unread == []    # no second read, no wait
+    assert waiting.current(lambda: unread.append(1) or [], slow_read) is old    # answered at once, with the last list
+    assert reading.wait(10)
+    assert waiting.current(lambda: unread.append(1) or [], slow_read) is old and unread == []   # no second read
     release.set()
-    reader.join(10)
-    assert waiting.current(lambda: unread.append(1) or []).task_queues == [(2, 10, None)] and unread == []
+    wait_until(lambda: waiting.current(lambda: unread.append(1) or [], slow_read).task_queues == [(2, 10, None)],
+               timeout=10, what="the list read aside in use")
+    assert unread == []
 
 
 def test_a_list_read_across_a_forget_is_not_kept():
@@ -64,9 +64,9 @@ def test_a_list_read_across_a_forget_is_not_kept():
             waiting.forget()
         return [(len(reads), 10, None)]
 
-    assert waiting.current(read_while_jobs_arrive).task_queues == [(1, 10, None)]
-    assert waiting.current(read_while_jobs_arrive).task_queues == [(2, 10, None)]     # read again
-    assert waiting.current(read_while_jobs_arrive).task_queues == [(2, 10, None)] and len(reads) == 2
+    assert waiting.current(read_while_jobs_arrive, list).task_queues == [(1, 10, None)]
+    assert waiting.current(read_while_jobs_arrive, list).task_queues == [(2, 10, None)]     # read again
+    assert waiting.current(read_while_jobs_arrive, list).task_queues == [(2, 10, None)] and len(reads) == 2
 
 
 def test_a_new_complex_table_drops_what_was_parsed_against_the_old_one_only():
@@ -83,27 +83,9 @@ def test_a_new_complex_table_drops_what_was_parsed_against_the_old_one_only():
     assert caches.stored == {}                                              # re-adopted against the new table
 
 
-def test_an_old_list_is_read_again_aside_while_requests_use_it():
-    import threading
-
-    waiting = Waiting(ttl=3600)
-    old = waiting.current(lambda: [(1, 10, None)])
-    waiting.keep_until(time.monotonic() - 7200)                             # now stale
-    read = threading.Event()
-
-    def aside():
-        read.set()
-        return [(2, 10, None)]
-
-    assert waiting.current(lambda: [(9, 9, None)], aside) is old            # answered at once, with the last list
-    assert read.wait(10)
-    wait_until(lambda: waiting.current(list, aside).task_queues == [(2, 10, None)], timeout=10,
-               what="the list read aside in use")
-
-
 def test_a_failed_read_aside_keeps_the_last_list_and_says_so(caplog):
     waiting = Waiting(ttl=3600)
-    old = waiting.current(lambda: [(1, 10, None)])
+    old = waiting.current(lambda: [(1, 10, None)], list)
     waiting.keep_until(time.monotonic() - 7200)
 
     def failing():

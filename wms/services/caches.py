@@ -100,25 +100,16 @@ class Waiting:
         self._reading = threading.Lock()
         self._forgotten = 0     # forget() calls so far: a list read across one is not kept
 
-    def current(self, read: Callable[[], TaskQueueList],
-                read_aside: Callable[[], TaskQueueList] | None = None) -> WaitingGeneration:
-        """The generation to use. Its task queues are read with ``read``
-        when there are none; when they are old, with ``read_aside`` on a
-        thread of its own (which must not use the caller's connection), or
-        without it by the caller, one at a time."""
+    def current(self, read: Callable[[], TaskQueueList], read_aside: Callable[[], TaskQueueList]) -> WaitingGeneration:
+        """The generation to use. Its task queues are read with ``read`` when
+        there are none; when they are old, with ``read_aside`` on a thread of
+        its own (so it must not use the caller's connection), one at a time."""
         generation = self._generation
         if generation.task_queues is None:
             return self._read(read)
-        if time.monotonic() - generation.since <= self.ttl:
-            return generation
-        if not self._reading.acquire(blocking=False):
-            return generation                   # the next one is being read
-        if read_aside is None:
-            try:
-                return self._read(read)
-            finally:
-                self._reading.release()
-        threading.Thread(target=self._read_aside, args=(read_aside,), name="wms-waiting-reader", daemon=True).start()
+        if time.monotonic() - generation.since > self.ttl and self._reading.acquire(blocking=False):
+            threading.Thread(target=self._read_aside, args=(read_aside,), name="wms-waiting-reader",
+                             daemon=True).start()
         return generation
 
     def _read_aside(self, read: Callable[[], TaskQueueList]) -> None:

@@ -45,7 +45,7 @@ from wms.services.retry import run_in_transaction
 from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
 from wms.services import telemetry
-from wms.services.caches import WaitingGeneration
+from wms.services.caches import TaskQueueList, WaitingGeneration
 from wms.services import tokens as tokens_service
 from wms.services.runtime import Runtime
 
@@ -146,7 +146,7 @@ def waiting(runtime: Runtime, reader: LazyReader) -> WaitingGeneration:
                                           lambda: _read_waiting(runtime.engine))
 
 
-def _read_waiting(engine: Engine) -> list[tuple[int, int, str | None]]:
+def _read_waiting(engine: Engine) -> TaskQueueList:
     with reading(engine) as conn:
         return match_db.waiting_task_queues(conn)
 
