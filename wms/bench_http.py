@@ -10,6 +10,13 @@ K jobs a request; every job handed out counts as a match. Reported per N:
 matches per second, p50/p99 latency, errors, and the server's CPU time
 per match (read from /proc), beside the in-process rate.
 
+Each step starts with all N pilots arriving at once and a warm-up
+(``--warm-up``, 5 s by default) in which nothing is counted but errors
+and duplicates: what is measured is the rate N pilots keep up, not their
+arrival. A thousand pilots arriving together are mostly refused (429) and
+come back after the Retry-After, 5 to 7.5 s later; counting from the first
+second mixes that crowd into the rate (docs/benchmarks.md).
+
 The load generator runs on the same machine as the server and is part of
 what is measured. It is a small asyncio HTTP/1.1 client (one connection
 per pilot, Content-Length bodies, as uvicorn answers) rather than a
@@ -159,10 +166,15 @@ class Server:
 class Tally:
     latencies: list[float] = field(default_factory=list)
     matched: list[int] = field(default_factory=list)
+    warm_up_matched: list[int] = field(default_factory=list)    # handed out too: checked for duplicates
     errors: list[str] = field(default_factory=list)
     refused: int = 0          # 429 with Retry-After: the server shedding load, waited out as a pilot does
     refused_without_retry_after: int = 0
     empty: int = 0            # answered without a job (no match)
+    opens: float = 0.0        # loop time at which the warm-up ends: answers before it are not counted
+    # The server's and this process's CPU seconds when counting starts.
+    server_cpu_at_open: float | None = None
+    client_cpu_at_open: float = 0.0
 
 
 class RemoteServer:
@@ -245,16 +257,18 @@ async def pilot(k: int, host: str, port: int, token: str, queues, deadline: floa
             status, answer, wait = await asyncio.wait_for(exchange(*connection, head, body), REQUEST_TIMEOUT)
             elapsed = time.perf_counter() - started
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, IndexError) as exc:
+            # Errors count in the warm-up too: "no errors" covers the pilots' arrival.
             tally.errors.append(f"{type(exc).__name__}: {exc}")
             connection = _close(connection)
             await asyncio.sleep(0.1)
             continue
+        counted = loop.time() >= tally.opens
         if status == 429:
             # Load shed: wait as a pilot does (pilot/backoff.py: at least Retry-After, up to half more).
             if wait is None:
                 tally.refused_without_retry_after += 1
                 wait = 1.0
-            tally.refused += 1
+            tally.refused += counted
             if wait >= IDLE_CLOSE:      # the server closes idle connections: come back on a new one
                 connection = _close(connection)
             await asyncio.sleep(min(wait * (1 + rng.random() / 2), max(0.0, deadline - loop.time())))
@@ -262,10 +276,13 @@ async def pilot(k: int, host: str, port: int, token: str, queues, deadline: floa
         if status != 200:
             tally.errors.append(f"HTTP {status}: {answer[:200].decode(errors='replace')}")
             continue
-        tally.latencies.append(elapsed)
         jobs = matched_jobs(answer, batch)
-        tally.matched.extend(jobs)
-        tally.empty += not jobs
+        if counted:
+            tally.latencies.append(elapsed)
+            tally.matched.extend(jobs)
+            tally.empty += not jobs
+        else:
+            tally.warm_up_matched.extend(jobs)
     _close(connection)
 
 
@@ -276,11 +293,20 @@ def _close(connection) -> None:
 
 
 async def drive(count: int, host: str, port: int, tokens: list[str], queues, seconds: float, seed: int,
-                batch: int | None = None) -> Tally:
-    tally = Tally()
-    deadline = asyncio.get_running_loop().time() + seconds
-    await asyncio.gather(*(pilot(k, host, port, tokens[k], queues, deadline, seed, tally, batch)
-                           for k in range(count)))
+                batch: int | None = None, warm_up: float = 0.0, server_cpu=lambda: None) -> Tally:
+    """``count`` pilots together for ``warm_up`` + ``seconds``; what is answered in
+    the last ``seconds`` is counted (``server_cpu`` reads the server's CPU seconds
+    when counting starts)."""
+    loop = asyncio.get_running_loop()
+    tally = Tally(opens=loop.time() + warm_up)
+    deadline = tally.opens + seconds
+
+    async def open_window() -> None:
+        await asyncio.sleep(warm_up)
+        tally.server_cpu_at_open, tally.client_cpu_at_open = server_cpu(), time.process_time()
+
+    await asyncio.gather(open_window(), *(pilot(k, host, port, tokens[k], queues, deadline, seed, tally, batch)
+                                          for k in range(count)))
     return tally
 
 
@@ -332,27 +358,31 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     handed: list[int] = [*reference["matched"]]
     try:
         for count in args.pilots:
-            print(f"  over HTTP: {count} pilots for {args.seconds:.0f} s", file=sys.stderr)
-            cpu_before, own_before = server.cpu_seconds(), time.process_time()
+            warm_up = getattr(args, "warm_up", 0.0)
+            print(f"  over HTTP: {count} pilots, {warm_up:g} s of warm-up then {args.seconds:g} s counted",
+                  file=sys.stderr)
             tally = asyncio.run(drive(count, server.host, server.port, tokens, queues, args.seconds, args.seed,
-                                      getattr(args, "batch", None)))
-            cpu_after = server.cpu_seconds()
+                                      getattr(args, "batch", None), warm_up, server.cpu_seconds))
+            cpu_after, own_after = server.cpu_seconds(), time.process_time()
+            cpu_before = tally.server_cpu_at_open
             cpu = None if cpu_after is None or cpu_before is None else cpu_after - cpu_before
             ordered = sorted(tally.latencies)
             matches = len(tally.matched)
-            handed.extend(tally.matched)
+            handed.extend(tally.warm_up_matched + tally.matched)
             top_up(runtime, full, refill)
             rows.append({
                 "pilots": count,
                 "matches_per_second": round(matches / args.seconds, 1),
                 "requests_per_second": round(len(ordered) / args.seconds, 1),
+                # the pilots' arrival: what they were handed while the step warmed up
+                "warm_up_matches_per_second": round(len(tally.warm_up_matched) / warm_up, 1) if warm_up else None,
                 "no_match_per_second": round(tally.empty / args.seconds, 1),
                 "p50_ms": percentile(ordered, 0.50), "p99_ms": percentile(ordered, 0.99),
                 "errors": len(tally.errors), "first_error": tally.errors[0] if tally.errors else None,
                 "refused_per_second": round(tally.refused / args.seconds, 1),
                 "refused_without_retry_after": tally.refused_without_retry_after,
                 "server_cpu_ms_per_match": round(1000 * cpu / matches, 2) if matches and cpu is not None else None,
-                "client_cpu_seconds": round(time.process_time() - own_before, 2),
+                "client_cpu_seconds": round(own_after - tally.client_cpu_at_open, 2),
                 "in_process_ratio": round(matches / args.seconds / in_process, 3) if in_process else None,
             })
     finally:
@@ -403,7 +433,7 @@ def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "batch": getattr(args, "batch", None),
             "backpressure": backpressure_options(args), "jobs": args.jobs,
             "task_queues": args.task_queues,
-            "seconds": args.seconds, "runs": len(runs),
+            "seconds": args.seconds, "warm_up": getattr(args, "warm_up", 0.0), "runs": len(runs),
             "in_process_matches_per_second": median(r["in_process_matches_per_second"] for r in runs),
             "duplicates": sum(r["duplicates"] for r in runs), "rows": rows, "raw": runs}
 
@@ -414,7 +444,7 @@ def print_table(summary: dict[str, Any]) -> None:
 
     batch = f", up to {summary['batch']} jobs a request" if summary.get("batch") else ""
     print(f"http on {summary['database']}, {summary['workers']} server worker(s){batch}: {summary['jobs']} jobs, {summary['task_queues']} task queues, "
-          f"{summary['seconds']:.0f} s per step, median of {summary['runs']} run(s); in-process "
+          f"{summary['seconds']:g} s counted per step after {summary.get('warm_up', 0):g} s of warm-up, median of {summary['runs']} run(s); in-process "
           f"{summary['in_process_matches_per_second']:.0f} matches/s; duplicates {summary['duplicates']}")
     header = ("pilots", "matches/s", "of in-process", "p50 ms", "p99 ms", "errors", "refused/s (429)",
               "no match/s", "server CPU ms/match")

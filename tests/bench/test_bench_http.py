@@ -12,13 +12,16 @@ from tests.helpers import REPO
 def test_bench_http_reports_matches_latency_and_server_cpu(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "wms.cli.main", "bench", "http", "--database", f"sqlite:///{tmp_path / 'b.db'}",
-         "--jobs", "4000", "--task-queues", "20", "--pilots", "1,3", "--seconds", "1.5", "--threads", "2", "--json"],
+         "--jobs", "4000", "--task-queues", "20", "--pilots", "1,3", "--seconds", "1.5", "--warm-up", "0.5", "--threads", "2", "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=300, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert run.returncode == 0, run.stderr[-3000:]
     summary = json.loads(run.stdout)
     assert summary["duplicates"] == 0 and summary["in_process_matches_per_second"] > 0
-    assert [row["pilots"] for row in summary["rows"]] == [1, 3]
+    assert [row["pilots"] for row in summary["rows"]] == [1, 3] and summary["warm_up"] == 0.5
+    for row in summary["raw"][0]["rows"]:
+        # Jobs handed out in the warm-up are reported apart, not in the step's rate.
+        assert row["warm_up_matches_per_second"] > 0
     for row in summary["rows"]:
         assert row["errors"] == 0, row["first_error"]
         assert row["matches_per_second"] > 0 and row["p50_ms"] <= row["p99_ms"]
@@ -36,7 +39,7 @@ def test_bench_http_batch_asks_for_several_jobs_a_request(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "wms.cli.main", "bench", "http", "--database", f"sqlite:///{tmp_path / 'b.db'}",
          "--jobs", "4000", "--task-queues", "20", "--pilots", "2", "--seconds", "1.5", "--threads", "2",
-         "--batch", "4", "--json"],
+         "--warm-up", "0", "--batch", "4", "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=300, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert run.returncode == 0, run.stderr[-3000:]
@@ -46,6 +49,13 @@ def test_bench_http_batch_asks_for_several_jobs_a_request(tmp_path):
     assert row["errors"] == 0, row["first_error"]
     # More jobs than requests: the answers carry several jobs each.
     assert row["matches_per_second"] > row["requests_per_second"] > 0
+
+
+def test_bench_http_refuses_a_warm_up_that_is_not_a_number_of_seconds():
+    for bad in ("-1", "soon", "nan"):
+        run = subprocess.run([sys.executable, "-m", "wms.cli.main", "bench", "http", "--warm-up", bad],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and f"a number of seconds, 0 or more, got '{bad}'" in run.stderr
 
 
 def test_bench_http_refuses_a_batch_over_64():
@@ -63,7 +73,7 @@ def test_bench_http_drives_a_server_already_running_at_url(tmp_path):
     with running_server(tmp_path / "server", bench_config_dir(tmp_path), database_url=database_url) as server:
         run = subprocess.run(
             [sys.executable, "-m", "wms.cli.main", "bench", "http", "--url", server.url, "--database", database_url,
-             "--jobs", "2000", "--task-queues", "10", "--pilots", "2", "--seconds", "1.5", "--threads", "2", "--json"],
+             "--jobs", "2000", "--task-queues", "10", "--pilots", "2", "--seconds", "1.5", "--warm-up", "0", "--threads", "2", "--json"],
             cwd=REPO, capture_output=True, text=True, timeout=300, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
         )
         assert run.returncode == 0, run.stderr[-3000:]

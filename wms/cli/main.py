@@ -434,6 +434,16 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
 def _batch(text: str) -> int:
     from wms.core.limits import MATCH_BATCH_MAX
 
@@ -638,7 +648,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--batch", type=_batch, metavar="K",
                    help="each pilot offers K slots and asks for up to K jobs a request (POST /matcher/request-jobs; "
                         "default: one job a request, request-job)")
-    b.add_argument("--seconds", type=float, default=10, help="seconds per step")
+    b.add_argument("--seconds", type=float, default=10, help="seconds counted per step")
+    b.add_argument("--warm-up", type=_non_negative, default=5.0, dest="warm_up", metavar="SECONDS",
+                   help="seconds each step runs before counting starts: the pilots arrive together, and only "
+                        "errors and duplicates count until then (default 5)")
     b.add_argument("--runs", type=int, default=1, help="runs; medians are reported")
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--json", action="store_true")
