@@ -45,6 +45,7 @@ CROWD = 8            # idle pilots asking without pause
 PILOTS = 4           # real pilots with jobs to run
 JOBS = 8
 MAX_IN_FLIGHT = 2
+RETRY_AFTER_MAX = 3
 REQUEST_JOB = "/api/v1/matcher/request-job"
 BUSY = re.compile(r"server busy: (?P<busy>\d+) requests in progress in this process "
                   r"\(backpressure\.max_in_flight\); retry after (?P<wait>\d+) s")
@@ -53,7 +54,9 @@ BUSY = re.compile(r"server busy: (?P<busy>\d+) requests in progress in this proc
 def busy_config(tmp: Path) -> Path:
     config = pilot_config(tmp)
     settings = yaml.safe_load((config / "wms.yaml").read_text()) or {}
-    settings["backpressure"] = {"max_in_flight": MAX_IN_FLIGHT, "retry_after": 1}
+    # A crowd held out is told the longest wait (it would come back faster
+    # than a twentieth of what this process answers): a short one, for a short test.
+    settings["backpressure"] = {"max_in_flight": MAX_IN_FLIGHT, "retry_after": 1, "retry_after_max": RETRY_AFTER_MAX}
     (config / "wms.yaml").write_text(yaml.safe_dump(settings))
     return config
 
@@ -126,31 +129,50 @@ class HeldRequest:
             return self.sock.makefile("rb").readline()
 
 
-@pytest.mark.parametrize("refused, answered, wait", [
+@pytest.mark.parametrize("away, answered, wait", [
     (0, 0, 1),          # the first refusal: the least wait
-    (5, 300, 1),        # a few refused, many answered: the least wait
-    (900, 300, 3),      # three seconds of work for those refused
-    (901, 300, 4),
-    (1000, 0, 16),      # a burst, nothing answered yet: taken as 64 (max_in_flight) a second
-    (3000, 10, 30),     # the longest wait
+    (40, 400, 2),       # 40 away, back at no more than 20 (a twentieth of 400) a second: 2 s
+    (41, 400, 3),
+    (4000, 400, 30),    # the longest wait
+    (10, 0, 4),         # nothing answered yet: taken as 64 (max_in_flight) a second, 3.2 back a second
     (100000, 300, 30),
 ])
-def test_the_wait_grows_with_the_crowd(refused, answered, wait):
+def test_the_wait_grows_with_the_crowd(away, answered, wait):
     settings = BackpressureSettings(max_in_flight=64, retry_after=1, retry_after_max=30)
-    assert retry_after(settings, refused, answered) == wait
+    assert retry_after(settings, away, answered) == wait
+
+
+def test_the_refused_come_back_at_a_twentieth_of_the_answers():
+    """A steady crowd: 900 pilots kept out of a process answering 400 a second,
+    each waiting what it was told. Whatever the first waits, they settle where
+    the returns are a twentieth of the answers (20 a second, 45 s away each:
+    past the longest wait, so 30 s and 30 a second)."""
+    settings = BackpressureSettings(max_in_flight=16, retry_after=5, retry_after_max=30)
+    for first in (5, 30):
+        wait = first
+        for _ in range(5):
+            refused_a_second = 900 / wait                # Little's law: 900 away, each for `wait`
+            wait = retry_after(settings, refused_a_second * wait, 400)
+        assert wait == 30
+    # 300 kept out: back at 20 a second needs 15 s.
+    wait = 5
+    for _ in range(5):
+        wait = retry_after(settings, 300 / wait * wait, 400)
+    assert wait == 15
 
 
 def test_the_counts_are_of_the_last_second():
     window = Window()
     window.roll(100.0)
-    window.refused, window.answered = 7, 3
+    window.told, window.answered = 7, 3
     window.roll(100.5)                                   # the same second
-    assert (window.refused, window.last_refused) == (7, 0)
-    window.roll(101.2)                                   # the next one: the last second's counts kept
-    assert (window.refused, window.answered, window.last_refused, window.last_answered) == (0, 0, 7, 3)
-    window.refused = 2
-    window.roll(105.0)                                   # quiet for seconds: nothing kept
-    assert (window.refused, window.last_refused, window.last_answered) == (0, 0, 0)
+    assert (window.told, window.away()) == (7, 7)
+    window.roll(101.2)                                   # the next one: the last second's waits kept
+    assert (window.told, window.answered, window.last_told, window.most_answered) == (0, 0, 7, 3)
+    window.told, window.answered = 2, 1
+    assert window.away() == 7
+    window.roll(105.0)                                   # none refused for seconds: forgotten
+    assert (window.told, window.away(), window.most_answered) == (0, 0, 3)   # the most answered stays
 
 
 def test_new_work_is_refused_first_and_nothing_stays_counted():
@@ -187,8 +209,9 @@ def test_new_work_is_refused_first_and_nothing_stays_counted():
         await asyncio.sleep(0)
         assert guard.in_flight == 2                                      # a report still gets in
         status, headers = await call("/api/v1/jobs/1/heartbeat")
-        # past twice the bound; two refused this second and none answered: 2 s
-        assert (status, headers[b"retry-after"]) == (429, b"2")
+        # past twice the bound; one away for 1 s, back at no more than a
+        # twentieth of 1 (max_in_flight) a second: 20 s
+        assert (status, headers[b"retry-after"]) == (429, b"20")
         release.set()
         assert [(await first)[0], (await report)[0]] == [200, 200]
         assert guard.in_flight == 0
@@ -238,7 +261,7 @@ def test_a_saturated_server_refuses_quickly_and_pilots_still_finish(backend, dat
         # Every refusal came at once with its Retry-After; nothing else failed.
         assert crowd.refusals
         waits = {int(after or 0) for _, after in crowd.refusals}
-        assert min(waits) >= 1 and max(waits) <= 30, waits
+        assert min(waits) >= 1 and max(waits) == RETRY_AFTER_MAX, waits
         # A request for a job is refused at the bound, and the reports of
         # running jobs may take the process up to twice the bound meanwhile.
         said = [BUSY.fullmatch(detail) for detail in crowd.details]

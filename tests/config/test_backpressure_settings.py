@@ -12,7 +12,7 @@ from wms.config import load_config
 
 def test_backpressure_has_defaults_and_can_be_set(tmp_path: Path) -> None:
     default = load_config(tmp_path, environ=NO_ENV).settings.backpressure
-    assert (default.max_in_flight, default.retry_after, default.retry_after_max) == (64, 5, 30)
+    assert (default.max_in_flight, default.retry_after, default.retry_after_max) == (32, 5, 30)
     _write(tmp_path, "wms.yaml", "backpressure:\n  max_in_flight: 200\n  retry_after: 5\n  retry_after_max: 60\n")
     chosen = load_config(tmp_path, environ=NO_ENV).settings.backpressure
     assert (chosen.max_in_flight, chosen.retry_after, chosen.retry_after_max) == (200, 5, 60)

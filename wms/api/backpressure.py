@@ -27,12 +27,20 @@ take a busy server for a dead one, and a busy server is when its metrics
 matter most.
 
 How long to wait: ``retry_after`` seconds while few are refused. When
-many are, each refused client is told to come back once this process has
-had time to serve all those refused in the last second at the rate it
-answered in that second (refused / answered seconds, up to
-``retry_after_max``): a thousand pilots refused and told "1 s" would come
-back together and be refused again, and the refusals alone would take a
-good part of a small machine (docs/benchmarks.md, "Backpressure").
+many are, long enough that all those waiting come back at no more than a
+twentieth of the most this process has answered in a second (up to
+``retry_after_max``).
+A refusal is not free: a pilot makes a new connection for each request,
+and accepting it, refusing and closing it costs the server about 0.2 ms
+of CPU, an eighth of a match, and the pilot's machine as much again
+(docs/benchmarks.md, "Refusals held to a twentieth"). A thousand pilots
+refused and told "5 s" come back 160 times a second; told "30 s", 27.
+
+How many wait: the refused of the last second times the wait each was
+told (Little's law: refused at R a second and away W seconds each, R x W
+are away at any moment). In a burst this overcounts (all of a crowd
+arrives in one second), so a crowd arriving at once is spread over the
+longest wait; as it comes back, the count settles at the real one.
 
 The counts live in the process's event loop, the only thread that changes
 it, so it needs no lock; with ``wms server --workers N`` each worker has its
@@ -62,6 +70,8 @@ NEVER_SHED = frozenset({"/api/v1/health", "/metrics"})
 NEW_WORK = frozenset({"/api/v1/matcher/request-job", "/api/v1/matcher/request-jobs"})
 #: How many times max_in_flight any other request may find in progress.
 OTHERS_HEADROOM = 2
+#: The refused may come back at most at this share of the rate a process answers.
+REFUSED_SHARE = 0.05
 
 
 def busy_response(in_flight: int, wait: int) -> JSONResponse:
@@ -74,33 +84,40 @@ def busy_response(in_flight: int, wait: int) -> JSONResponse:
     )
 
 
-def retry_after(settings: BackpressureSettings, refused: int, answered: int) -> int:
-    """Seconds to tell a refused client: enough for this process to serve the
-    ``refused`` of the last second at the rate it ``answered`` them, within
-    [retry_after, retry_after_max]. The rate is taken to be at least
-    max_in_flight a second (a full process answering within a second each):
-    at the start of a burst little has been answered yet, and the first
-    refused would otherwise be sent away for the longest wait."""
-    needed = math.ceil(refused / max(answered, settings.max_in_flight))
+def retry_after(settings: BackpressureSettings, away: float, answered: int) -> int:
+    """Seconds to tell a refused client: long enough that the ``away``
+    clients already refused (the waits told in the last second, summed) come
+    back at no more than REFUSED_SHARE of the ``answered`` a second (the most
+    this process has answered in a second), within [retry_after,
+    retry_after_max]. The rate is taken to be at least max_in_flight a
+    second (a full process answering within a second each): a process that
+    has not been busy yet does not know what it can do."""
+    needed = math.ceil(away / (REFUSED_SHARE * max(answered, settings.max_in_flight)))
     return max(settings.retry_after, min(settings.retry_after_max, needed))
 
 
 class Window:
-    """Requests refused and answered in the last whole second and in the current one."""
+    """Seconds of waiting told to those refused in the last whole second and
+    in the current one, requests answered in the current one, and the most
+    answered in any one second."""
 
     def __init__(self) -> None:
         self.started = 0.0
-        self.refused = self.answered = 0
-        self.last_refused = self.last_answered = 0
+        self.told = self.last_told = 0
+        self.answered = self.most_answered = 0
 
     def roll(self, now: float) -> None:
         if now - self.started < 1.0:
             return
-        recent = now - self.started < 2.0          # else nothing happened for a second: forget it
-        self.last_refused = self.refused if recent else 0
-        self.last_answered = self.answered if recent else 0
-        self.refused = self.answered = 0
+        recent = now - self.started < 2.0          # else no request for a second: those waits are over
+        self.last_told = self.told if recent else 0
+        self.most_answered = max(self.most_answered, self.answered)
+        self.told = self.answered = 0
         self.started = now
+
+    def away(self) -> int:
+        """About how many refused clients are waiting to come back."""
+        return max(self.told, self.last_told)
 
 
 class Backpressure:
@@ -122,9 +139,8 @@ class Backpressure:
         if scope.get("path") not in NEW_WORK:
             limit *= OTHERS_HEADROOM
         if self.in_flight >= limit:
-            window.refused += 1
-            wait = retry_after(self.settings, max(window.refused, window.last_refused),
-                               max(window.answered, window.last_answered))
+            wait = retry_after(self.settings, window.away(), max(window.answered, window.most_answered))
+            window.told += wait
             await busy_response(self.in_flight, wait)(scope, receive, send)
             return
         self.in_flight += 1

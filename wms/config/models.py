@@ -228,7 +228,9 @@ class BackpressureSettings(_Model):
 
     # Requests one server process works on at once (waiting for a request
     # thread included); one more is answered 429 at once, with Retry-After.
-    max_in_flight: PositiveInt = 64
+    # It sets how long an admitted request waits (at about 400 matches a
+    # second, 32 waiting are 80 ms of work), not the rate (docs/benchmarks.md).
+    max_in_flight: PositiveInt = 32
     # Requests one process runs at the same time, each in a thread of its
     # own; the others wait their turn. Unset: database_pool.size less
     # match_threads, so that every running request finds a connection the
@@ -242,8 +244,9 @@ class BackpressureSettings(_Model):
     # against 77-83).
     match_threads: PositiveInt = 2
     # Seconds a refused client is told to wait (the Retry-After header), at
-    # least: while many are refused, each is told to wait as long as this
-    # process needs to serve them all at its current rate, up to retry_after_max.
+    # least: while many are refused, long enough that they come back at no
+    # more than a twentieth of what this process answers, up to
+    # retry_after_max (wms/api/backpressure.py).
     retry_after: Seconds = 5
     retry_after_max: Seconds = 30
 
