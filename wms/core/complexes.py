@@ -45,6 +45,7 @@ Decisions where the sources disagree (examples.md section 9)
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -565,6 +566,9 @@ class ComplexTable:
             raise ComplexDefinitionError(problems)
         self._by_name: dict[str, Complex] = {cx.name: cx for cx in sorted(accepted, key=lambda c: c.name)}
         self._by_key: dict[str, Complex] = dict(keys)
+        # Names and shortcuts of the FORCED attributes: few tables have any,
+        # and the Matcher asks on every level of every candidate.
+        self.forced_keys = frozenset(key for key, cx in keys.items() if cx.requestable is Requestable.FORCED)
 
     # construction
     @classmethod
@@ -699,9 +703,17 @@ def parse_value(cx: Complex, raw: Any, *, where: str | None = None) -> int | flo
 
 def default_value(cx: Complex) -> float:
     """The numeric default of ``cx`` (0 for non-consumables and strings)."""
-    if cx.type in STRING_TYPES or cx.default.upper() == "NONE":
+    return _default_number(cx.type, cx.default)
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_number(vtype: ValueType, default: str) -> float:
+    # Read once per (type, text): the Matcher asks for it for every
+    # consumable a task queue does not request, on every level of every
+    # candidate queue (a few per cent of a match when parsed each time).
+    if vtype in STRING_TYPES or default.upper() == "NONE":
         return 0.0
-    return float(_parse_typed(cx.type, cx.default))
+    return float(_parse_typed(vtype, default))
 
 
 def format_value(cx: Complex, value: Any) -> str:
@@ -828,13 +840,11 @@ def forced_missing(table: ComplexTable, requests: Iterable[str], offered_names: 
     does not request: the job may not run there (complex(5) "requestable";
     the job is not refused at submission, examples.md 1.6). Sorted names.
     """
+    offered_forced = [key for key in offered_names if key in table.forced_keys]
+    if not offered_forced:
+        return []
     requested = {cx.name for cx in (table.get(key) for key in requests) if cx is not None}
-    missing = set()
-    for key in offered_names:
-        cx = table.get(key)
-        if cx is not None and cx.requestable is Requestable.FORCED and cx.name not in requested:
-            missing.add(cx.name)
-    return sorted(missing)
+    return sorted({table.resolve(key).name for key in offered_forced} - requested)
 
 
 # -- overriding across levels -------------------------------------------------------
