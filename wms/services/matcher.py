@@ -151,18 +151,20 @@ def _read_waiting(engine: Engine) -> TaskQueueList:
         return match_db.waiting_task_queues(conn)
 
 
-def pools_for_queue(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[str, ...]:
-    """getSubmitPoolsForQueue for a pilot that did not say (the TaskQueueDirector case), cached briefly."""
-    cache = waiting(runtime, reader).pools
+def pools_for_queue(generation: WaitingGeneration, reader: LazyReader, request: PilotRequest) -> tuple[str, ...]:
+    """getSubmitPoolsForQueue for a pilot that did not say (the TaskQueueDirector case), cached
+    with ``generation``."""
+    cache = generation.pools
     key = request.ref.name
     if key not in cache:
         cache[key] = tuple(pools_db.get_pools_for_queue(reader(), request.site, request.ce, request.queue))
     return cache[key]
 
 
-def candidates(runtime: Runtime, reader: LazyReader, request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView]]:
-    """The task queues with waiting jobs the pilot's pools may serve, ready to draw from (cached briefly)."""
-    generation = waiting(runtime, reader)
+def candidates(runtime: Runtime, generation: WaitingGeneration, reader: LazyReader,
+               request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView]]:
+    """The task queues with waiting jobs (of ``generation``) the pilot's pools may serve, ready to
+    draw from, cached with ``generation``."""
     cache = generation.candidates
     key = (request.ref.name, request.pools, request.vo)
     if key not in cache:
@@ -333,9 +335,11 @@ def log_decision(request: PilotRequest, result: MatchResult) -> None:
 
 def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random) -> MatchResult:
     with LazyReader(runtime.engine) as reader:
+        # One generation for the request: the pools and the candidates of the same list.
+        generation = waiting(runtime, reader)
         if request.pools is None:
-            request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))
-        draw, views = candidates(runtime, reader, request)
+            request = dataclasses.replace(request, pools=pools_for_queue(generation, reader, request))
+        draw, views = candidates(runtime, generation, reader, request)
     if not views:
         return MatchResult(None, NO_WAITING, telemetry.NO_CANDIDATE)
     # After the reader is given back: the quota sets and reservations read
@@ -383,7 +387,7 @@ def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) 
     validate_request(runtime, request)
     with LazyReader(runtime.engine) as reader:
         if request.pools is None:
-            request = dataclasses.replace(request, pools=pools_for_queue(runtime, reader, request))
+            request = dataclasses.replace(request, pools=pools_for_queue(waiting(runtime, reader), reader, request))
         view = task_queue_views(runtime, reader(), [tq_id])[tq_id]
     ctx = match_context(runtime, request, now)
     decided = framework.evaluate(LAYERS, ctx, view, cache=static_verdicts(runtime))
