@@ -40,7 +40,7 @@ def test_comparison_sees_a_difference(engine: Engine) -> None:
 
 
 def test_revision_is_head(engine: Engine) -> None:
-    assert migrate.head_revision() == "0011"
+    assert migrate.head_revision() == "0012"
     assert migrate.current_revision(engine) == migrate.head_revision()
 
 

@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError
 
 from wms.core.states import JobStatus
-from wms.db.engine import insert_ignoring_duplicates
+from wms.db.engine import insert_ignoring_duplicates, routine_committed
 from wms.db.jobs import add_history
 from wms.db.schema import cluster_objects, job_debits, job_jdls, job_outputs, jobs, resource_usage, task_queues
 
@@ -244,7 +244,10 @@ def claims_in_one_call(conn_or_engine: Any) -> bool:
 
 def one_call_commits_itself(conn_or_engine: Any) -> bool:
     """PostgreSQL's function is one statement, its own transaction on an autocommit
-    connection; MariaDB's procedure runs several, which the caller's transaction holds."""
+    connection. MariaDB's procedure runs several in the caller's transaction and
+    commits it at the end (migration 0012); the caller's COMMIT then costs
+    nothing (``routine_committed``), and a refusal part-way leaves the caller's
+    ROLLBACK to undo what it did."""
     return conn_or_engine.dialect.name == "postgresql"
 
 
@@ -276,6 +279,8 @@ def claim_in_one_call(
         if index is not None:
             raise DebitDoesNotFit(index) from None
         raise
+    if statement is _CLAIM_PROCEDURE:
+        routine_committed(conn)
     return dict(row) if row is not None and row["job_id"] is not None else None
 
 

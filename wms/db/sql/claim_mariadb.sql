@@ -1,6 +1,6 @@
 -- wms_claim_job: MariaDB procedure
 -- The current text of the claim on MariaDB. Migrations install frozen copies of it
--- (the latest: 0009); tests/db/test_claim_routines.py checks that the installed
+-- (the latest: 0012); tests/db/test_claim_routines.py checks that the installed
 -- routine is this text. A change here needs a migration that installs it.
 CREATE PROCEDURE wms_claim_job(
     IN p_tq_id INT, IN p_pilot VARCHAR(255), IN p_site VARCHAR(255), IN p_queue VARCHAR(767),
@@ -54,4 +54,7 @@ BEGIN
              VALUES (v_job, 'Matched', v_minor, p_source, p_now);
     END IF;
     SELECT v_job AS job_id, v_cpu AS cpu_time, jdl, v_attempt AS attempt FROM job_jdls WHERE job_id = v_job;
+    -- The claim is its transaction's only statement: committing here saves
+    -- the caller a round trip (wms/db/mariadb_connection.py).
+    COMMIT;
 END
