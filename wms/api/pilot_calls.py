@@ -12,9 +12,9 @@ answers the common case directly with the same parts:
 * the caller from the verified-token cache, admitted by the route's own
   policy (``require``);
 * the route's own function, run on one of the process's match threads
-  (``backpressure.match_threads``), a lane of their own: a pilot waits
-  for no submission, and two threads match faster than ten, which spent
-  their time taking the interpreter lock from each other;
+  (``backpressure.match_threads``), a lane of their own (lane.py): a
+  pilot waits for no submission, and two threads match faster than ten,
+  which spent their time taking the interpreter lock from each other;
 * errors answered as the app answers them (``error_response``,
   ``database_error_response``).
 
@@ -34,8 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
@@ -46,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wms.api.deps import POLICY_ATTRIBUTE, _bearer, clock_now
 from wms.api.guard import database_error_response, error_response, replay
+from wms.api.lane import Lane
 from wms.api.openapi import api_routes
 from wms.core.errors import Unauthorized, WmsError
 from wms.services.runtime import Runtime
@@ -86,12 +85,7 @@ class PilotCalls:
         self.app = app
         self.runtime = runtime
         self.calls = calls
-        self._lane: anyio.CapacityLimiter | None = None     # made in the event loop, on first use
-
-    def lane(self) -> anyio.CapacityLimiter:
-        if self._lane is None:
-            self._lane = anyio.CapacityLimiter(self.runtime.config.settings.backpressure.match_threads)
-        return self._lane
+        self.lane = Lane(runtime.config.settings.backpressure.match_threads, "match")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         call = self.calls.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -124,8 +118,7 @@ class PilotCalls:
             return False
         scope["route"] = call.route     # what FastAPI would have left there (the metrics' label)
         try:
-            response = await anyio.to_thread.run_sync(call.handler, payload, self.runtime, now, identity,
-                                                      limiter=self.lane())
+            response = await self.lane.run(call.handler, payload, self.runtime, now, identity)
         except WmsError as exc:
             response = error_response(exc)
         except OperationalError as exc:
