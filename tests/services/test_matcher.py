@@ -13,6 +13,7 @@ from tests.helpers import ADMIN, as_pilot, ROLAND, run_concurrently
 from wms.core.errors import Conflict, InvalidInput
 from wms.core.match.context import PilotRequest
 from wms.db import matching as match_db
+from wms.db import pilots as pilots_db
 from wms.services import jobs as jobs_service
 from wms.services import matcher
 from wms.services.submission import SubmitOptions, submit_jobs
@@ -227,6 +228,65 @@ def test_a_silent_running_job_is_stalled_then_rescheduled_and_runs_elsewhere(run
     with pytest.raises(Conflict):
         matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, later)
     assert matcher.request_job(runtime, pilot("p2"), later).job["JobID"] == job_id
+
+
+def ended_pilot(runtime, pilot_id, now, state):
+    """A pilot the SiteDirector started and then read as over (``state``)."""
+    with runtime.engine.begin() as conn:
+        pilots_db.add_pilots(conn, [{"pilot_id": pilot_id, **LOCAL, "backend": "local", "state": "Running",
+                                     "submitted": now, "vo": "lhcb"}])
+        assert pilots_db.set_state(conn, pilot_id, state, now)
+
+
+def test_a_running_job_whose_pilot_ended_is_rescheduled_without_waiting_for_the_heartbeat_timeout(runtime, now):
+    [job_id] = submit(runtime, now, HELLO)
+    matcher.request_job(runtime, pilot("p1"), now)
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    assert matcher.reap_stalled(runtime, now) == 0                 # the pilot is not known to have ended
+    ended_pilot(runtime, "p1", now, "Failed")
+    assert matcher.reap_stalled(runtime, now) == 1                 # long before heartbeat_timeout
+    row = status(runtime, job_id)
+    assert (row["Status"], row["MinorStatus"]) == ("Waiting", "Rescheduled: the pilot ended while the job ran")
+    assert usage(runtime) == {}
+    history = jobs_service.history(runtime, ADMIN, job_id)
+    assert [(h["Status"], h["MinorStatus"]) for h in history[-2:]] == [
+        ("Stalled", "The pilot ended (Failed)"), ("Waiting", "Rescheduled: the pilot ended while the job ran")]
+    assert matcher.reap_stalled(runtime, now) == 0                 # once only
+    assert matcher.request_job(runtime, pilot("p2"), now).job["JobID"] == job_id
+    assert matcher.reap_stalled(runtime, now) == 0                 # p2 holds it now, and p2 lives
+
+
+def test_a_matched_job_whose_pilot_ended_goes_back_before_its_lease_expires(runtime, now):
+    [job_id] = submit(runtime, now, HELLO)
+    matcher.request_job(runtime, pilot("p1"), now)
+    ended_pilot(runtime, "p1", now, "Done")
+    assert matcher.reap_stalled(runtime, now) == 1
+    row = status(runtime, job_id)
+    assert (row["Status"], row["MinorStatus"]) == ("Waiting", "Rescheduled: the pilot ended before confirming the job")
+    assert usage(runtime) == {}
+    assert "Stalled" not in [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
+
+
+def test_jobs_of_a_pilot_still_running_or_started_by_hand_are_left_alone(runtime, now):
+    first, second = submit(runtime, now, HELLO, HELLO)
+    with runtime.engine.begin() as conn:
+        pilots_db.add_pilots(conn, [{"pilot_id": "alive", **LOCAL, "backend": "local", "state": "Running",
+                                     "submitted": now, "vo": "lhcb"}])
+    held = {matcher.request_job(runtime, pilot(name), now).job["JobID"] for name in ("alive", "by-hand")}
+    assert held == {first, second}
+    assert matcher.reap_stalled(runtime, now) == 0
+    assert {status(runtime, j)["Status"] for j in held} == {"Matched"}
+
+
+def test_an_ended_pilot_reaped_twice_at_once_gives_its_job_back_once(runtime, now):
+    [job_id] = submit(runtime, now, HELLO)
+    matcher.request_job(runtime, pilot("p1"), now)
+    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    ended_pilot(runtime, "p1", now, "Aborted")
+    counts, errors = run_concurrently(lambda i: matcher.reap_stalled(runtime, now), 4)
+    assert errors == [] and sum(counts) == 1
+    statuses = [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
+    assert statuses.count("Stalled") == 1 and statuses[-1] == "Waiting"
 
 
 def test_a_job_rescheduled_too_often_fails(runtime, now):

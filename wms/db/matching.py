@@ -42,7 +42,10 @@ from sqlalchemy.exc import DBAPIError
 from wms.core.states import JobStatus
 from wms.db.engine import insert_ignoring_duplicates, routine_committed
 from wms.db.jobs import add_history
-from wms.db.schema import cluster_objects, job_debits, job_jdls, job_outputs, jobs, resource_usage, task_queues
+from wms.db.pilots import FINAL_STATES as PILOT_FINAL_STATES
+from wms.db.schema import (
+    cluster_objects, job_debits, job_jdls, job_outputs, jobs, pilots, resource_usage, task_queues,
+)
 
 WAITING = JobStatus.WAITING.value
 
@@ -439,14 +442,39 @@ def reschedule(
     return JobStatus.FAILED.value if failed else None
 
 
-def mark_stalled(conn: Connection, job_id: int, cut: datetime, minor_status: str, now: datetime) -> bool:
-    """Running -> Stalled for a job whose last heartbeat is older than ``cut``."""
+def mark_stalled(conn: Connection, job_id: int, stale: Any, minor_status: str, now: datetime) -> bool:
+    """Running -> Stalled for a job while ``stale`` (a condition on its row) holds:
+    its last heartbeat is too old, or it is still held by a pilot that ended."""
     stmt = (
         update(jobs)
-        .where(jobs.c.job_id == job_id, jobs.c.status == JobStatus.RUNNING.value, jobs.c.heartbeat_time < cut)
+        .where(jobs.c.job_id == job_id, jobs.c.status == JobStatus.RUNNING.value, stale)
         .values(status=JobStatus.STALLED.value, minor_status=minor_status, last_update_time=now)
     )
     return conn.execute(stmt).rowcount == 1
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """A Matched or Running job whose pilot has ended, as its batch system says."""
+
+    job_id: int
+    status: str
+    pilot_id: str
+    pilot_state: str
+
+
+def jobs_of_ended_pilots(conn: Connection, limit: int = 1000) -> list[Orphan]:
+    """Matched and Running jobs held by a pilot in a final state (Done,
+    Failed, Aborted). Only pilots a SiteDirector started have a state; a
+    pilot started by hand is never found here."""
+    stmt = (
+        select(jobs.c.job_id, jobs.c.status, jobs.c.pilot_id, pilots.c.state)
+        .join(pilots, pilots.c.pilot_id == jobs.c.pilot_id)
+        .where(jobs.c.status.in_((JobStatus.MATCHED.value, JobStatus.RUNNING.value)),
+               pilots.c.state.in_(PILOT_FINAL_STATES))
+        .order_by(jobs.c.job_id).limit(limit)
+    )
+    return [Orphan(*row) for row in conn.execute(stmt).all()]
 
 
 def silent_running_jobs(conn: Connection, cut: datetime) -> list[int]:

@@ -634,6 +634,8 @@ LEASE_EXPIRED = ("Lease expired: the pilot did not confirm the job",
 STALLED = ("Rescheduled: the pilot stopped sending heartbeats",
            "Stalled too often: the job was rescheduled the most times allowed")
 NO_HEARTBEAT = "No heartbeat from the pilot"
+ENDED_RUNNING = ("Rescheduled: the pilot ended while the job ran", STALLED[1])
+ENDED_MATCHED = ("Rescheduled: the pilot ended before confirming the job", LEASE_EXPIRED[1])
 
 
 def expire_leases(runtime: Runtime, now: datetime) -> int:
@@ -654,26 +656,50 @@ def expire_leases(runtime: Runtime, now: datetime) -> int:
 
 
 def reap_stalled(runtime: Runtime, now: datetime) -> int:
-    """Running jobs whose pilot fell silent become Stalled, then are rescheduled (or fail).
+    """Running jobs whose pilot fell silent or ended become Stalled, then are
+    rescheduled (or fail); Matched jobs of an ended pilot go straight back.
 
-    Silent means no heartbeat for ``heartbeat_timeout`` seconds. The lost
-    job is never lost: it goes back to Waiting with its consumables
-    returned, at most ``max_reschedule`` times (DESIGN.md; specs/004's
-    lost jobs). A late report from the old pilot gets HTTP 409.
+    Silent means no heartbeat for ``heartbeat_timeout`` seconds. Ended means
+    the pilot's batch system says it is over (Done, Failed or Aborted, as
+    the SiteDirector last read it): its watchdog has killed the payloads
+    with it (docs/architecture.md), so nothing of the job runs any more and
+    there is nothing to wait for. The lost job is never lost: it goes back
+    to Waiting with its consumables returned, at most ``max_reschedule``
+    times (DESIGN.md; specs/004's lost jobs). A late report from the old
+    pilot gets HTTP 409.
     """
     cut = now - timedelta(seconds=runtime.config.settings.heartbeat_timeout)
     with reading(runtime.engine) as conn:
         silent = match_db.silent_running_jobs(conn, cut)
+        ended = match_db.jobs_of_ended_pilots(conn)
+    stalling = set(silent)
+    orphans = {o.job_id: o for o in ended if o.job_id not in stalling}
 
     def stall(conn: Connection, job_id: int) -> int:
-        if not match_db.mark_stalled(conn, job_id, cut, NO_HEARTBEAT, now):
-            return 0
-        jobs_db.add_history(conn, [{"job_id": job_id, "status": JobStatus.STALLED.value, "minor_status": NO_HEARTBEAT,
-                                    "source": SOURCE_STALLED, "time": now}])
-        return _reschedule(runtime, conn, job_id, JobStatus.STALLED, match_db.jobs.c.job_id == job_id,
-                           STALLED, SOURCE_STALLED, now)
+        return _stall(runtime, conn, job_id, match_db.jobs.c.heartbeat_time < cut, NO_HEARTBEAT, STALLED, now)
 
-    return _each_in_own_transaction(runtime, silent, stall)
+    def give_back(conn: Connection, job_id: int) -> int:
+        orphan = orphans[job_id]
+        still_held = match_db.jobs.c.pilot_id == orphan.pilot_id     # not handed out again meanwhile
+        if orphan.status == JobStatus.MATCHED.value:
+            return _reschedule(runtime, conn, job_id, JobStatus.MATCHED, still_held, ENDED_MATCHED,
+                               SOURCE_STALLED, now)
+        return _stall(runtime, conn, job_id, still_held, f"The pilot ended ({orphan.pilot_state})",
+                      ENDED_RUNNING, now)
+
+    return (_each_in_own_transaction(runtime, silent, stall)
+            + _each_in_own_transaction(runtime, list(orphans), give_back))
+
+
+def _stall(runtime: Runtime, conn: Connection, job_id: int, stale: Any, why: str, minors: tuple[str, str],
+           now: datetime) -> int:
+    """Running -> Stalled (``why``) while ``stale`` holds, then rescheduled; 1 if it changed."""
+    if not match_db.mark_stalled(conn, job_id, stale, why, now):
+        return 0
+    jobs_db.add_history(conn, [{"job_id": job_id, "status": JobStatus.STALLED.value, "minor_status": why,
+                                "source": SOURCE_STALLED, "time": now}])
+    return _reschedule(runtime, conn, job_id, JobStatus.STALLED, match_db.jobs.c.job_id == job_id,
+                       minors, SOURCE_STALLED, now)
 
 
 def _each_in_own_transaction(runtime: Runtime, job_ids: list[int], work) -> int:
