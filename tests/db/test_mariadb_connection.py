@@ -85,25 +85,18 @@ def test_a_failed_statement_is_rolled_back(engine: Engine) -> None:
     assert rows(engine) == []
 
 
-def test_a_routine_that_committed_needs_no_commit_from_the_caller(engine: Engine) -> None:
+@pytest.mark.parametrize("routine", ["commits_itself", "leaves_it_open"])
+def test_one_commit_whether_the_routine_or_the_caller_makes_it(engine: Engine, routine: str) -> None:
+    # commits_itself: the procedure's COMMIT, then nothing from the caller
+    # or the pool. leaves_it_open: the server's status after the CALL says
+    # a transaction is open, so the caller's COMMIT goes out whatever the
+    # caller believed. One COMMIT either way, and the row is there.
     commits, rollbacks = ends(engine)
     with engine.begin() as conn:
-        assert conn.execute(text("CALL commits_itself(7)")).scalar_one() == 7
+        assert conn.execute(text(f"CALL {routine}(7)")).scalar_one() == 7
         routine_committed(conn)
-    # The procedure's COMMIT, then nothing from the caller or the pool.
     assert ends(engine) == (commits + 1, rollbacks + 1)
     assert rows(engine) == [7]
-
-
-def test_a_routine_said_to_commit_that_did_not_is_still_committed(engine: Engine) -> None:
-    # The server's status after the CALL says a transaction is open, so the
-    # caller's COMMIT goes through whatever the caller believed.
-    commits, rollbacks = ends(engine)
-    with engine.begin() as conn:
-        assert conn.execute(text("CALL leaves_it_open(8)")).scalar_one() == 8
-        routine_committed(conn)
-    assert ends(engine) == (commits + 1, rollbacks + 1)
-    assert rows(engine) == [8]
 
 
 def test_a_statement_after_the_routine_is_committed_by_the_caller(engine: Engine) -> None:
