@@ -155,7 +155,7 @@ def make_engine(url: str | URL, *, statement_timeout: float = 0, pool: PoolOptio
 
 def _connect_mariadb(dialect: Any, record: Any, cargs: tuple, cparams: dict[str, Any]) -> Any:
     # PyMySQL's connection, minus the COMMIT and ROLLBACK that cannot change anything.
-    return mariadb_connection.connect(*cargs, **cparams)
+    return mariadb_connection.TransactionAwareConnection(*cargs, **cparams)
 
 
 def routine_committed(conn: Connection) -> None:

@@ -60,8 +60,3 @@ class TransactionAwareConnection(pymysql.connections.Connection):
 
     def _no_transaction_open(self) -> bool:
         return not (self.server_status or 0) & _IN_TRANSACTION
-
-
-def connect(*args: Any, **kwargs: Any) -> TransactionAwareConnection:
-    """The engine's ``do_connect`` hook: PyMySQL's arguments, this connection."""
-    return TransactionAwareConnection(*args, **kwargs)

@@ -245,11 +245,12 @@ def claims_in_one_call(conn_or_engine: Any) -> bool:
     return conn_or_engine.dialect.name in ("postgresql", "mysql", "mariadb")
 
 
-def one_call_commits_itself(conn_or_engine: Any) -> bool:
-    """PostgreSQL's function is one statement, its own transaction on an autocommit
-    connection. MariaDB's procedure runs several in the caller's transaction and
-    commits it at the end (migration 0012); the caller's COMMIT then costs
-    nothing (``routine_committed``), and a refusal part-way leaves the caller's
+def claims_on_autocommit(conn_or_engine: Any) -> bool:
+    """True where the claim runs on an autocommit connection: PostgreSQL, whose
+    function is one statement and so its own transaction. MariaDB's procedure
+    runs several in the caller's transaction and commits it at the end
+    (migration 0012); the caller's COMMIT then costs nothing
+    (``routine_committed``), and a refusal part-way leaves the caller's
     ROLLBACK to undo what it did."""
     return conn_or_engine.dialect.name == "postgresql"
 
@@ -282,8 +283,7 @@ def claim_in_one_call(
         if index is not None:
             raise DebitDoesNotFit(index) from None
         raise
-    if statement is _CLAIM_PROCEDURE:
-        routine_committed(conn)
+    routine_committed(conn)       # both routines leave no transaction open (a no-op but on MariaDB)
     return dict(row) if row is not None and row["job_id"] is not None else None
 
 

@@ -436,7 +436,7 @@ def _claim(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[
         job = run_in_transaction(engine, lambda conn: match_db.claim(
             conn, tq.tq_id, placement, source=SOURCE_MATCHER,
             debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits], rules_version=ctx.rules_version,
-        ), single_statement=match_db.one_call_commits_itself(engine),
+        ), single_statement=match_db.claims_on_autocommit(engine),
             on_retry=lambda: telemetry.claim_retried(telemetry.CONFLICT))
     except match_db.DebitDoesNotFit as exc:
         with reading(engine) as conn:
