@@ -26,6 +26,7 @@ general one, so that it takes as little of the machine as it can.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -98,6 +99,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def listeners(port: int) -> int | None:
+    """How many sockets listen on TCP ``port`` of this machine (one per
+    worker of `wms server --workers N`), from /proc/net; None where there
+    is no /proc/net to read."""
+    count = 0
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
+    if not any(table.exists() for table in tables):
+        return None
+    for table in tables:
+        with contextlib.suppress(OSError):
+            for line in table.read_text().splitlines()[1:]:
+                fields = line.split()
+                # local address "ADDR:PORT" in hex; state 0A is LISTEN
+                if len(fields) > 3 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    count += 1
+    return count
+
+
 def raise_open_files_limit() -> None:
     """A thousand pilots are a thousand sockets on each side."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -112,6 +131,7 @@ class Server:
 
     def __init__(self, database_url: str, config: Path, log: Path, workers: int = 1) -> None:
         self.port = free_port()
+        self.workers = workers
         env = {**os.environ, "WMS_DATABASE_URL": database_url, "WMS_CONFIG": str(config), "HOME": str(log.parent)}
         self.log = log
         with log.open("wb") as out:
@@ -124,6 +144,11 @@ class Server:
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the server answers and every worker listens. The first
+        worker answers while the others may still be starting, and a pilot's
+        connection stays with the worker it reached first: pilots let in
+        then all went to one worker in some runs, and the step measured one
+        worker's rate."""
         import httpx
 
         deadline = time.monotonic() + timeout
@@ -131,10 +156,13 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"wms server exited: {self.log.read_text()[-2000:]}")
             try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/api/v1/health", timeout=2).status_code == 200:
-                    return
+                answered = httpx.get(f"http://127.0.0.1:{self.port}/api/v1/health", timeout=2).status_code == 200
             except httpx.HTTPError:
-                pass
+                answered = False
+            if answered:
+                listening = listeners(self.port)
+                if listening is None or listening >= self.workers:
+                    return
             time.sleep(0.2)
         raise RuntimeError(f"wms server not ready within {timeout:.0f} s: {self.log.read_text()[-2000:]}")
 

@@ -136,3 +136,29 @@ def test_the_server_under_test_gets_the_backpressure_asked_for(tmp_path, monkeyp
     assert backpressure_options(asked) == {"max_in_flight": 80, "request_threads": 3, "match_threads": 1}
     chosen = load_config(bench_config_dir(tmp_path, backpressure_options(asked))).settings.backpressure
     assert (chosen.max_in_flight, chosen.retry_after, chosen.request_threads, chosen.match_threads) == (80, 5, 3, 1)
+
+
+def test_listeners_counts_the_sockets_listening_on_a_port_one_per_worker():
+    """The bench lets its pilots in once every worker listens (a kept-alive
+    connection stays with the worker it reached first)."""
+    import socket
+
+    from wms.bench_http import free_port, listeners
+
+    port = free_port()
+    assert listeners(port) == 0
+    sockets = []
+    try:
+        for _ in range(2):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(("127.0.0.1", port))
+            sockets.append(sock)
+        assert listeners(port) == 0                 # bound, as the supervisor's, is not listening
+        sockets[0].listen()
+        assert listeners(port) == 1
+        sockets[1].listen()
+        assert listeners(port) == 2
+    finally:
+        for sock in sockets:
+            sock.close()
