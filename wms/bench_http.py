@@ -99,22 +99,31 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def listeners(port: int) -> int | None:
-    """How many sockets listen on TCP ``port`` of this machine (one per
-    worker of `wms server --workers N`), from /proc/net; None where there
-    is no /proc/net to read."""
-    count = 0
-    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
-    if not any(table.exists() for table in tables):
+TCP_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+LISTEN, ESTABLISHED = "0A", "01"
+
+
+def _sockets(port: int, state: str) -> list[int] | None:
+    """The inodes of this machine's TCP sockets on local ``port`` in ``state``
+    (from /proc/net), or None where there is no /proc/net to read."""
+    if not any(table.exists() for table in TCP_TABLES):
         return None
-    for table in tables:
+    inodes = []
+    for table in TCP_TABLES:
         with contextlib.suppress(OSError):
             for line in table.read_text().splitlines()[1:]:
                 fields = line.split()
-                # local address "ADDR:PORT" in hex; state 0A is LISTEN
-                if len(fields) > 3 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    count += 1
-    return count
+                # local address "ADDR:PORT" in hex, then remote address, state, ..., inode
+                if len(fields) > 9 and fields[3] == state and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.append(int(fields[9]))
+    return inodes
+
+
+def listeners(port: int) -> int | None:
+    """How many sockets listen on TCP ``port`` (one per worker of `wms
+    server --workers N`); None where /proc/net cannot tell."""
+    found = _sockets(port, LISTEN)
+    return None if found is None else len(found)
 
 
 def raise_open_files_limit() -> None:
@@ -166,20 +175,45 @@ class Server:
             time.sleep(0.2)
         raise RuntimeError(f"wms server not ready within {timeout:.0f} s: {self.log.read_text()[-2000:]}")
 
-    def cpu_seconds(self) -> float | None:
-        """User + system CPU time so far of the server process and its workers (alive ones)."""
-        ticks = 0
-        parents = {self.process.pid}
+    def _processes(self) -> dict[int, list[str]]:
+        """The server process and its descendants (alive ones): pid -> the fields of /proc/PID/stat after the name."""
+        found: dict[int, list[str]] = {}
         for stat in sorted(Path("/proc").glob("[0-9]*/stat"), key=lambda p: int(p.parent.name)):
             try:
                 fields = stat.read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
             pid, ppid = int(stat.parent.name), int(fields[1])
-            if pid in parents or ppid in parents:
-                parents.add(pid)
-                ticks += int(fields[11]) + int(fields[12])
+            if pid == self.process.pid or ppid in found:
+                found[pid] = fields
+        return found
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU time so far of the server process and its workers (alive ones)."""
+        ticks = sum(int(fields[11]) + int(fields[12]) for fields in self._processes().values())
         return ticks / os.sysconf("SC_CLK_TCK")
+
+    def connections_per_worker(self) -> list[int] | None:
+        """How many of the pilots' connections each worker holds now, most first
+        (None where /proc/net cannot tell). A kept-alive connection stays with
+        the worker that accepted it, and the kernel spreads connections at
+        random (SO_REUSEPORT): the worker holding more has its pilots wait
+        longer, which shows in p99 (docs/benchmarks.md)."""
+        established, listening = _sockets(self.port, ESTABLISHED), _sockets(self.port, LISTEN)
+        if established is None or listening is None:
+            return None
+        counts = []
+        for pid in self._processes():
+            held = set()
+            with contextlib.suppress(OSError):
+                for fd in Path(f"/proc/{pid}/fd").iterdir():
+                    with contextlib.suppress(OSError, ValueError):
+                        target = os.readlink(fd)
+                        if target.startswith("socket:["):
+                            held.add(int(target[8:-1]))
+            if held & set(listening):           # a process that serves (not the supervisor, nor a helper)
+                counts.append(len(held & set(established)))
+        return sorted(counts, reverse=True)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -203,6 +237,7 @@ class Tally:
     opens: float = 0.0        # loop time at which the warm-up ends: answers before it are not counted
     # The server's and this process's CPU seconds when counting starts.
     server_cpu_at_open: float | None = None
+    connections_per_worker: list[int] | None = None
     client_cpu_at_open: float = 0.0
 
 
@@ -223,6 +258,9 @@ class RemoteServer:
             raise InvalidInput(f"--url: {url} does not answer /api/v1/health: {exc}") from None
 
     def cpu_seconds(self) -> float | None:
+        return None
+
+    def connections_per_worker(self) -> list[int] | None:
         return None
 
     def stop(self) -> None:
@@ -322,10 +360,11 @@ def _close(connection) -> None:
 
 
 async def drive(count: int, host: str, port: int, tokens: list[str], queues, seconds: float, seed: int,
-                batch: int | None = None, warm_up: float = 0.0, server_cpu=lambda: None) -> Tally:
+                batch: int | None = None, warm_up: float = 0.0, server_cpu=lambda: None,
+                server_split=lambda: None) -> Tally:
     """``count`` pilots together for ``warm_up`` + ``seconds``; what is answered in
     the last ``seconds`` is counted (``server_cpu`` reads the server's CPU seconds
-    when counting starts)."""
+    and ``server_split`` its connections per worker when counting starts)."""
     loop = asyncio.get_running_loop()
     tally = Tally(opens=loop.time() + warm_up)
     deadline = tally.opens + seconds
@@ -333,6 +372,7 @@ async def drive(count: int, host: str, port: int, tokens: list[str], queues, sec
     async def open_window() -> None:
         await asyncio.sleep(warm_up)
         tally.server_cpu_at_open, tally.client_cpu_at_open = server_cpu(), time.process_time()
+        tally.connections_per_worker = server_split()
 
     await asyncio.gather(open_window(), *(pilot(k, host, port, tokens[k], queues, deadline, seed, tally, batch)
                                           for k in range(count)))
@@ -401,7 +441,8 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
             print(f"  over HTTP: {count} pilots, {warm_up:g} s of warm-up then {args.seconds:g} s counted",
                   file=sys.stderr)
             tally = asyncio.run(drive(count, server.host, server.port, tokens, queues, args.seconds, args.seed,
-                                      getattr(args, "batch", None), warm_up, server.cpu_seconds))
+                                      getattr(args, "batch", None), warm_up, server.cpu_seconds,
+                                      server.connections_per_worker))
             cpu_after, own_after = server.cpu_seconds(), time.process_time()
             cpu_before = tally.server_cpu_at_open
             cpu = None if cpu_after is None or cpu_before is None else cpu_after - cpu_before
@@ -423,6 +464,7 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
                 "server_cpu_ms_per_match": round(1000 * cpu / matches, 2) if matches and cpu is not None else None,
                 "client_cpu_seconds": round(own_after - tally.client_cpu_at_open, 2),
                 "in_process_ratio": round(matches / args.seconds / in_process, 3) if in_process else None,
+                "connections_per_worker": tally.connections_per_worker,
             })
     finally:
         server.stop()
@@ -467,7 +509,9 @@ def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "refused_per_second", "no_match_per_second")},
             "errors": sum(row["errors"] for row in per_run),
             "refused_without_retry_after": sum(row.get("refused_without_retry_after", 0) for row in per_run),
-            "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None)})
+            "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None),
+            # each run's, as the kernel spread the pilots' connections
+            "connections_per_worker": [row.get("connections_per_worker") for row in per_run]})
     return {"benchmark": "http", "database": args.database, "workers": args.workers,
             "batch": getattr(args, "batch", None),
             "backpressure": backpressure_options(args), "jobs": args.jobs,
@@ -486,12 +530,13 @@ def print_table(summary: dict[str, Any]) -> None:
           f"{summary['seconds']:g} s counted per step after {summary.get('warm_up', 0):g} s of warm-up, median of {summary['runs']} run(s); in-process "
           f"{summary['in_process_matches_per_second']:.0f} matches/s; duplicates {summary['duplicates']}")
     header = ("pilots", "matches/s", "of in-process", "p50 ms", "p99 ms", "errors", "refused/s (429)",
-              "no match/s", "server CPU ms/match")
+              "no match/s", "server CPU ms/match", "connections per worker")
     table = [header] + [(
         str(r["pilots"]), shown(r["matches_per_second"], "{:.0f}"), shown(r["in_process_ratio"], "{:.0%}"),
         shown(r["p50_ms"]), shown(r["p99_ms"]), str(r["errors"]), shown(r.get("refused_per_second"), "{:.0f}"),
         shown(r.get("no_match_per_second"), "{:.0f}"),
         shown(r["server_cpu_ms_per_match"], "{:.2f}"),
+        " ".join("/".join(map(str, split)) if split else "-" for split in r.get("connections_per_worker") or [None]),
     ) for r in summary["rows"]]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:

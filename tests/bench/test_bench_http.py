@@ -162,3 +162,16 @@ def test_listeners_counts_the_sockets_listening_on_a_port_one_per_worker():
     finally:
         for sock in sockets:
             sock.close()
+
+
+def test_bench_http_reports_how_the_connections_were_spread_over_the_workers(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "wms.cli.main", "bench", "http", "--database", f"sqlite:///{tmp_path / 'b.db'}",
+         "--jobs", "2000", "--task-queues", "10", "--pilots", "6", "--workers", "2", "--seconds", "1",
+         "--warm-up", "0.5", "--threads", "1", "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    row = json.loads(run.stdout)["raw"][0]["rows"][0]
+    split = row["connections_per_worker"]
+    assert len(split) == 2 and sum(split) == 6 and split == sorted(split, reverse=True), split
