@@ -9,14 +9,20 @@ import sys
 from tests.helpers import REPO
 
 
-def test_bench_http_reports_matches_latency_and_server_cpu(tmp_path):
+def bench_http(tmp_path, *options: str) -> dict:
+    """`wms bench http --json` on a SQLite database in ``tmp_path``: its summary."""
     run = subprocess.run(
         [sys.executable, "-m", "wms.cli.main", "bench", "http", "--database", f"sqlite:///{tmp_path / 'b.db'}",
-         "--jobs", "4000", "--task-queues", "20", "--pilots", "1,3", "--seconds", "1.5", "--warm-up", "0.5", "--threads", "2", "--json"],
+         *options, "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=300, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    summary = json.loads(run.stdout)
+    return json.loads(run.stdout)
+
+
+def test_bench_http_reports_matches_latency_and_server_cpu(tmp_path):
+    summary = bench_http(tmp_path, "--jobs", "4000", "--task-queues", "20", "--pilots", "1,3", "--seconds", "1.5",
+                         "--warm-up", "0.5", "--threads", "2")
     assert summary["duplicates"] == 0 and summary["in_process_matches_per_second"] > 0
     assert [row["pilots"] for row in summary["rows"]] == [1, 3] and summary["warm_up"] == 0.5
     for row in summary["raw"][0]["rows"]:
@@ -36,14 +42,8 @@ def test_bench_http_refuses_a_bad_list_of_pilots():
 
 
 def test_bench_http_batch_asks_for_several_jobs_a_request(tmp_path):
-    run = subprocess.run(
-        [sys.executable, "-m", "wms.cli.main", "bench", "http", "--database", f"sqlite:///{tmp_path / 'b.db'}",
-         "--jobs", "4000", "--task-queues", "20", "--pilots", "2", "--seconds", "1.5", "--threads", "2",
-         "--warm-up", "0", "--batch", "4", "--json"],
-        cwd=REPO, capture_output=True, text=True, timeout=300, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    summary = json.loads(run.stdout)
+    summary = bench_http(tmp_path, "--jobs", "4000", "--task-queues", "20", "--pilots", "2", "--seconds", "1.5",
+                         "--threads", "2", "--warm-up", "0", "--batch", "4")
     assert summary["batch"] == 4 and summary["duplicates"] == 0
     [row] = summary["raw"][0]["rows"]
     assert row["errors"] == 0, row["first_error"]
@@ -165,13 +165,8 @@ def test_listeners_counts_the_sockets_listening_on_a_port_one_per_worker():
 
 
 def test_bench_http_reports_how_the_connections_were_spread_over_the_workers(tmp_path):
-    run = subprocess.run(
-        [sys.executable, "-m", "wms.cli.main", "bench", "http", "--database", f"sqlite:///{tmp_path / 'b.db'}",
-         "--jobs", "2000", "--task-queues", "10", "--pilots", "6", "--workers", "2", "--seconds", "1",
-         "--warm-up", "0.5", "--threads", "1", "--json"],
-        cwd=REPO, capture_output=True, text=True, timeout=300, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    row = json.loads(run.stdout)["raw"][0]["rows"][0]
+    summary = bench_http(tmp_path, "--jobs", "2000", "--task-queues", "10", "--pilots", "6", "--workers", "2",
+                         "--seconds", "1", "--warm-up", "0.5", "--threads", "1")
+    row = summary["raw"][0]["rows"][0]
     split = row["connections_per_worker"]
     assert len(split) == 2 and sum(split) == 6 and split == sorted(split, reverse=True), split
