@@ -288,12 +288,16 @@ def matched_jobs(answer: bytes, batch: int | None) -> list[int]:
 
 
 async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes,
-                   body: bytes) -> tuple[int, bytes, float | None]:
-    """One request on a kept-alive connection: the status, the body and the Retry-After of the answer."""
+                   body: bytes) -> tuple[int, bytes, float | None, bool]:
+    """One request on a kept-alive connection: the status, the body and the
+    Retry-After of the answer, and whether the server closes the connection
+    after it (``Connection: close``: a worker holding more than its share of
+    the connections asks pilots to connect again, wms/api/balance.py)."""
     writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
     status = int((await reader.readline()).split(b" ", 2)[1])
     length = 0
     wait: float | None = None
+    closing = False
     while True:
         line = await reader.readline()
         if line in (b"\r\n", b""):
@@ -304,7 +308,9 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, h
             length = int(value)
         elif name == b"retry-after" and value.strip().isdigit():
             wait = float(value)
-    return status, await reader.readexactly(length), wait
+        elif name == b"connection":
+            closing = b"close" in value.lower()
+    return status, await reader.readexactly(length), wait, closing
 
 
 async def pilot(k: int, host: str, port: int, token: str, queues, deadline: float, seed: int, tally: Tally,
@@ -321,8 +327,11 @@ async def pilot(k: int, host: str, port: int, token: str, queues, deadline: floa
                 connection = await asyncio.open_connection(host, port)
             body = pilot_body(rng, queues, pilot_id, batch)
             started = time.perf_counter()
-            status, answer, wait = await asyncio.wait_for(exchange(*connection, head, body), REQUEST_TIMEOUT)
+            status, answer, wait, closing = await asyncio.wait_for(exchange(*connection, head, body),
+                                                                   REQUEST_TIMEOUT)
             elapsed = time.perf_counter() - started
+            if closing:
+                connection = _close(connection)
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, IndexError) as exc:
             # Errors count in the warm-up too: "no errors" covers the pilots' arrival.
             tally.errors.append(f"{type(exc).__name__}: {exc}")

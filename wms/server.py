@@ -98,6 +98,7 @@ def worker_app():
     """The API of one worker process of `wms server --workers N`: each builds
     its own runtime from the environment ``serve`` set (WMS_CONFIG and the
     database settings), so workers share nothing but the database."""
+    from wms.api import balance
     from wms.api.app import create_app
     from wms.api.guard import REQUEST_THREAD_STACK
 
@@ -105,6 +106,7 @@ def worker_app():
     logs.configure_from_environment()             # the level serve() chose, through WMS_LOG_LEVEL
     _no_delay_on_shared_sockets()
     app = create_app(Runtime.create(load_config(config_dir_from_env(None))))
+    balance.install(app)                          # the connections shared out with the other workers
     freeze_start_up_heap()
     return app
 
@@ -232,6 +234,7 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
+    from wms.api import balance
     from wms.api.app import create_app
     from wms.api.guard import REQUEST_THREAD_STACK
     from wms.api.metrics import shared_metrics_directory
@@ -278,8 +281,8 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
                                                      **options), sockets=[sock])
             print(f"wms: serving http://{url_host(host)}:{port}/api/v1 with {workers} worker processes "
                   "(OpenAPI at /docs)", file=sys.stderr)
-            with contextlib.suppress(KeyboardInterrupt), shared_metrics_directory():
-                # the workers' counts, summed when scraped
+            # the workers' counts, summed when scraped; their connections, shared out
+            with contextlib.suppress(KeyboardInterrupt), shared_metrics_directory(), balance.shares_directory():
                 supervisor.run()
             return 0
         server = uvicorn.Server(uvicorn.Config(create_app(runtime), **options))

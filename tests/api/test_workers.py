@@ -39,9 +39,11 @@ def test_connections_accepted_on_a_shared_socket_have_nagle_off():
         base_events._set_nodelay = original
 
 
-def test_two_workers_serve_the_api(tmp_path):
+@contextlib.contextmanager
+def two_workers(tmp_path: Path, **env: str):
+    """A `wms server --workers 2` on SQLite, answering: its port, process and log."""
     env = {**os.environ, "HOME": str(tmp_path), "WMS_CONFIG": str(CONFIG_DIR),
-           "WMS_DATABASE_URL": f"sqlite:///{tmp_path / 'w.db'}"}
+           "WMS_DATABASE_URL": f"sqlite:///{tmp_path / 'w.db'}", **env}
     wms = [sys.executable, "-m", "wms.cli.main"]
     subprocess.run([*wms, "db", "upgrade"], env=env, cwd=REPO, check=True, capture_output=True)
     port = free_port()
@@ -59,14 +61,54 @@ def test_two_workers_serve_the_api(tmp_path):
                 pass
             assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.3)
+        yield port, server, log
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def test_two_workers_serve_the_api(tmp_path):
+    with two_workers(tmp_path) as (port, server, log):
         workers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == server.pid]
         assert len(workers) >= 2, log.read_text()[-3000:]
         assert "with 2 worker processes" in log.read_text()
         answer = httpx.get(f"http://127.0.0.1:{port}/api/v1/jobs", timeout=10)
         assert answer.status_code == 401                        # each worker checks tokens against the database
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+
+
+def test_a_worker_over_its_share_of_connections_asks_clients_to_connect_again(tmp_path):
+    """With a third worker that claims none of the connections (a count file
+    kept fresh here), both real workers hold more than their share: they
+    answer some requests with Connection: close, and clients that keep their
+    connections alive connect again without a failed request."""
+    import threading
+
+    shares = tmp_path / "shares"
+    shares.mkdir()
+    ghost = shares / "ghost.connections"
+    with two_workers(tmp_path, WMS_WORKER_SHARES=str(shares)) as (port, server, log):
+        answers: list[httpx.Response] = []
+        stop = time.monotonic() + 5
+
+        def client() -> None:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+                while time.monotonic() < stop:
+                    answers.append(http.get("/api/v1/health"))
+                    time.sleep(0.02)
+
+        clients = [threading.Thread(target=client) for _ in range(8)]
+        for thread in clients:
+            thread.start()
+        while any(thread.is_alive() for thread in clients):
+            ghost.write_text("0")                               # a worker with no connection, still alive
+            time.sleep(0.2)
+        for thread in clients:
+            thread.join()
+        counts = sorted(p.name for p in shares.glob("*.connections"))
+    assert len(counts) == 3, counts                             # both workers publish their counts
+    assert answers and all(answer.status_code == 200 for answer in answers)
+    closing = [a for a in answers if a.headers.get("connection", "").lower() == "close"]
+    assert closing, "no answer asked its client to connect again"
 
 
 def test_workers_must_be_a_positive_number():

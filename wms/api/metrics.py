@@ -73,6 +73,8 @@ IN_FLIGHT = Gauge("wms_http_requests_in_flight", "HTTP requests the server proce
                   multiprocess_mode="livesum")
 REQUEST_THREADS = Gauge("wms_request_threads", "Requests the server processes run at once, pilots' job requests "
                         "aside (backpressure.request_threads each)", multiprocess_mode="livesum")
+RECONNECTS = Counter("wms_connections_rebalanced", "Kept-alive connections a worker over its share asked "
+                     "to connect again (Connection: close)")
 MATCH_THREADS = Gauge("wms_match_threads", "Pilots' job requests the server processes run at once "
                       "(backpressure.match_threads each)", multiprocess_mode="livesum")
 
