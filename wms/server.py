@@ -282,7 +282,8 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
             print(f"wms: serving http://{url_host(host)}:{port}/api/v1 with {workers} worker processes "
                   "(OpenAPI at /docs)", file=sys.stderr)
             # the workers' counts, summed when scraped; their connections, shared out
-            with contextlib.suppress(KeyboardInterrupt), shared_metrics_directory(), balance.shares_directory():
+            with contextlib.suppress(KeyboardInterrupt), shared_metrics_directory(), \
+                    balance.shares_directory(workers):
                 supervisor.run()
             return 0
         server = uvicorn.Server(uvicorn.Config(create_app(runtime), **options))

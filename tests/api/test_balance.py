@@ -39,7 +39,7 @@ def test_a_worker_over_its_share_asks_its_excess_to_connect_again():
 
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
-        full, light = Shares(Path(tmp), "101", clock), Shares(Path(tmp), "102", clock)
+        full, light = Shares(Path(tmp), "101", 2, clock), Shares(Path(tmp), "102", 2, clock)
         held = {light: [("10.0.0.1", p) for p in range(10)], full: [("10.0.0.2", p) for p in range(22)]}
         closed = periods(clock, held, SETTLED)
         assert len(closed[full]) == 6 and closed[light] == []
@@ -50,7 +50,7 @@ def test_a_worker_over_its_share_asks_its_excess_to_connect_again():
 
 def test_an_odd_connection_stays_where_it_is(tmp_path):
     clock = Clock()
-    a, b = Shares(tmp_path, "1", clock), Shares(tmp_path, "2", clock)
+    a, b = Shares(tmp_path, "1", 2, clock), Shares(tmp_path, "2", 2, clock)
     closed = periods(clock, {a: list(range(17)), b: list(range(16))}, SETTLED + 2)
     assert closed == {a: [], b: []}                                 # 17/16: the share of 33 is 17
 
@@ -60,7 +60,7 @@ def test_the_shares_even_out_as_closed_connections_come_back_by_chance(tmp_path)
 
     clock = Clock()
     rng = random.Random(7)
-    a, b = Shares(tmp_path, "1", clock), Shares(tmp_path, "2", clock)
+    a, b = Shares(tmp_path, "1", 2, clock), Shares(tmp_path, "2", 2, clock)
     held = {a: [("p", k) for k in range(26)], b: [("p", k) for k in range(26, 32)]}
     for _ in range(30):
         closed = periods(clock, held, 1)
@@ -72,7 +72,7 @@ def test_the_shares_even_out_as_closed_connections_come_back_by_chance(tmp_path)
 
 def test_a_silent_connection_is_no_longer_counted(tmp_path):
     clock = Clock()
-    a, b = Shares(tmp_path, "1", clock), Shares(tmp_path, "2", clock)
+    a, b = Shares(tmp_path, "1", 2, clock), Shares(tmp_path, "2", 2, clock)
     held = {a: list(range(8)), b: list(range(8, 12))}
     periods(clock, {a: held[a], b: held[b]}, 1)
     # Four of a's connections fall silent (their pilots run jobs): 4 held against 4.
@@ -85,13 +85,13 @@ def test_the_count_of_a_worker_that_stopped_is_ignored(tmp_path):
     stale.write_text("50")
     past = time.time() - 10 * HELD_S
     os.utime(stale, (past, past))
-    alone = Shares(tmp_path, "1", clock)
+    alone = Shares(tmp_path, "1", 1, clock)
     assert periods(clock, {alone: list(range(8))}, SETTLED + 1) == {alone: []}
 
 
 def test_a_single_worker_closes_nothing(tmp_path):
     clock = Clock()
-    alone = Shares(tmp_path, "1", clock)
+    alone = Shares(tmp_path, "1", 1, clock)
     assert periods(clock, {alone: list(range(40))}, SETTLED + 3) == {alone: []}
 
 
@@ -111,9 +111,17 @@ def test_connections_behind_a_proxy_are_left_alone(tmp_path):
     async def send(message):
         sent.append(message)
 
-    over = Shares(tmp_path, "1", clock)
+    over = Shares(tmp_path, "1", 2, clock)
     over.last_answer = lambda connection: True                      # a worker far over its share
     balance = ConnectionBalance(app, over)
     asyncio.run(balance({"type": "http", "client": ("192.0.2.7", 0)}, None, send))
     asyncio.run(balance({"type": "http", "client": ("192.0.2.7", 40123)}, None, send))
     assert sent[0]["headers"] == [] and sent[1]["headers"] == [(b"connection", b"close")]
+
+
+def test_a_worker_holding_every_connection_gives_half_away_though_the_other_is_silent(tmp_path):
+    """32/0: the idle worker answers nothing and so writes no count; its share counts all the same."""
+    clock = Clock()
+    busy = Shares(tmp_path, "1", 2, clock)
+    closed = periods(clock, {busy: list(range(32))}, SETTLED)
+    assert len(closed[busy]) == 16

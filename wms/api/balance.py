@@ -44,15 +44,19 @@ HELD_S = 2.0
 #: Seconds between two readings of the other workers' counts.
 PERIOD_S = 0.5
 SUFFIX = ".connections"
+#: How many workers the server runs, written by the supervisor.
+WORKERS_FILE = "workers"
 
 
 class Shares:
     """This worker's count of held connections against its share of all of them."""
 
-    def __init__(self, directory: Path, name: str, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, directory: Path, name: str, workers: int, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
         self.directory = directory
         self.path = directory / f"{name}{SUFFIX}"
+        # A worker that answers nothing writes no count: its share is counted all the same.
+        self.workers = workers
         self.clock = clock
         self.wall = wall
         self._answered: dict[Hashable, float] = {}
@@ -66,10 +70,11 @@ class Shares:
         self._answered[connection] = now
         if self._started is None:
             self._started = now
-        # Counted for HELD_S at least: until then this worker's own count is not whole.
-        if now - self._read_at >= PERIOD_S and now - self._started >= HELD_S:
+        if now - self._read_at >= PERIOD_S:
             self._read_at = now
-            self._excess = self._over_share(now)
+            excess = self._over_share(now)
+            # Counted for HELD_S at least before acting: until then its own count is not whole.
+            self._excess = excess if now - self._started >= HELD_S else 0
         if self._excess <= 0:
             return False
         self._excess -= 1
@@ -85,7 +90,7 @@ class Shares:
         if self.path.name not in dict(counts):
             counts.append((self.path.name, held))
         total = sum(count for _, count in counts)
-        share = -(-total // len(counts))       # rounded up: an odd connection stays where it is
+        share = -(-total // max(self.workers, len(counts)))     # rounded up: an odd connection stays
         return held - share
 
 
@@ -132,18 +137,27 @@ def install(app: Any) -> None:
     several (`wms server --workers N` set SHARES_ENV); else leave it as it is."""
     directory = os.environ.get(SHARES_ENV)
     if directory:
-        app.add_middleware(ConnectionBalance, shares=Shares(Path(directory), str(os.getpid())))
+        workers = _workers(Path(directory))
+        app.add_middleware(ConnectionBalance, shares=Shares(Path(directory), str(os.getpid()), workers))
+
+
+def _workers(directory: Path) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        return max(1, int((directory / WORKERS_FILE).read_text()))
+    return 1
 
 
 @contextlib.contextmanager
-def shares_directory() -> Iterator[Path]:
-    """The directory for the workers about to start: SHARES_ENV's if set (its
+def shares_directory(workers: int) -> Iterator[Path]:
+    """The directory for the ``workers`` about to start: SHARES_ENV's if set (its
     owner keeps it), else a new one in SHARES_ENV while they run, removed at the end."""
     given = os.environ.get(SHARES_ENV)
     if given:
+        (Path(given) / WORKERS_FILE).write_text(str(workers))
         yield Path(given)
         return
     directory = Path(tempfile.mkdtemp(prefix="wms-shares-"))
+    (directory / WORKERS_FILE).write_text(str(workers))
     os.environ[SHARES_ENV] = str(directory)
     try:
         yield directory
