@@ -103,19 +103,19 @@ TCP_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 LISTEN, ESTABLISHED = "0A", "01"
 
 
-def _sockets(port: int, state: str) -> list[int] | None:
+def _sockets(port: int, state: str) -> set[int] | None:
     """The inodes of this machine's TCP sockets on local ``port`` in ``state``
     (from /proc/net), or None where there is no /proc/net to read."""
     if not any(table.exists() for table in TCP_TABLES):
         return None
-    inodes = []
+    inodes = set()
     for table in TCP_TABLES:
         with contextlib.suppress(OSError):
             for line in table.read_text().splitlines()[1:]:
                 fields = line.split()
                 # local address "ADDR:PORT" in hex, then remote address, state, ..., inode
                 if len(fields) > 9 and fields[3] == state and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    inodes.append(int(fields[9]))
+                    inodes.add(int(fields[9]))
     return inodes
 
 
@@ -211,8 +211,8 @@ class Server:
                         target = os.readlink(fd)
                         if target.startswith("socket:["):
                             held.add(int(target[8:-1]))
-            if held & set(listening):           # a process that serves (not the supervisor, nor a helper)
-                counts.append(len(held & set(established)))
+            if held & listening:                # a process that serves (not the supervisor, nor a helper)
+                counts.append(len(held & established))
         return sorted(counts, reverse=True)
 
     def stop(self) -> None:

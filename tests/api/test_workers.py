@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import subprocess
 import sys
@@ -13,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import CONFIG_DIR, REPO
-from tests.servers import free_port
+from tests.helpers import REPO
+from tests.servers import free_port, running_server
 from wms.server import StartupError, WorkerSockets, _no_delay_on_shared_sockets, listening_socket
 
 
@@ -39,44 +38,16 @@ def test_connections_accepted_on_a_shared_socket_have_nagle_off():
         base_events._set_nodelay = original
 
 
-@contextlib.contextmanager
-def two_workers(tmp_path: Path, **env: str):
-    """A `wms server --workers 2` on SQLite, answering: its port, process and log."""
-    env = {**os.environ, "HOME": str(tmp_path), "WMS_CONFIG": str(CONFIG_DIR),
-           "WMS_DATABASE_URL": f"sqlite:///{tmp_path / 'w.db'}", **env}
-    wms = [sys.executable, "-m", "wms.cli.main"]
-    subprocess.run([*wms, "db", "upgrade"], env=env, cwd=REPO, check=True, capture_output=True)
-    port = free_port()
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen([*wms, "server", "--bind", f"127.0.0.1:{port}", "--workers", "2"], env=env,
-                                  cwd=REPO, stdout=out, stderr=out)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.3)
-        yield port, server, log
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-
-
 def test_two_workers_serve_the_api(tmp_path):
-    with two_workers(tmp_path) as (port, server, log):
-        workers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == server.pid]
-        assert len(workers) >= 2, log.read_text()[-3000:]
-        assert "with 2 worker processes" in log.read_text()
-        answer = httpx.get(f"http://127.0.0.1:{port}/api/v1/jobs", timeout=10)
+    with running_server(tmp_path, server_args=("--workers", "2")) as server:
+        workers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == server.process.pid]
+        assert len(workers) >= 2, server.log.read_text()[-3000:]
+        assert "with 2 worker processes" in server.log.read_text()
+        answer = httpx.get(f"{server.url}/api/v1/jobs", timeout=10)
         assert answer.status_code == 401                        # each worker checks tokens against the database
 
 
-def test_a_worker_over_its_share_of_connections_asks_clients_to_connect_again(tmp_path):
+def test_a_worker_over_its_share_of_connections_asks_clients_to_connect_again(tmp_path, monkeypatch):
     """With a third worker that claims none of the connections (a count file
     kept fresh here), both real workers hold more than their share: they
     answer some requests with Connection: close, and clients that keep their
@@ -86,12 +57,13 @@ def test_a_worker_over_its_share_of_connections_asks_clients_to_connect_again(tm
     shares = tmp_path / "shares"
     shares.mkdir()
     ghost = shares / "ghost.connections"
-    with two_workers(tmp_path, WMS_WORKER_SHARES=str(shares)) as (port, server, log):
+    monkeypatch.setenv("WMS_WORKER_SHARES", str(shares))
+    with running_server(tmp_path, server_args=("--workers", "2")) as server:
         answers: list[httpx.Response] = []
         stop = time.monotonic() + 5
 
         def client() -> None:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            with httpx.Client(base_url=server.url, timeout=10) as http:
                 while time.monotonic() < stop:
                     answers.append(http.get("/api/v1/health"))
                     time.sleep(0.02)
