@@ -234,6 +234,7 @@ class Tally:
     refused: int = 0          # 429 with Retry-After: the server shedding load, waited out as a pilot does
     refused_without_retry_after: int = 0
     empty: int = 0            # answered without a job (no match)
+    reconnects: int = 0       # answers with Connection: close (a worker over its share of connections)
     opens: float = 0.0        # loop time at which the warm-up ends: answers before it are not counted
     # The server's and this process's CPU seconds when counting starts.
     server_cpu_at_open: float | None = None
@@ -332,6 +333,7 @@ async def pilot(k: int, host: str, port: int, token: str, queues, deadline: floa
             elapsed = time.perf_counter() - started
             if closing:
                 connection = _close(connection)
+                tally.reconnects += loop.time() >= tally.opens
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, IndexError) as exc:
             # Errors count in the warm-up too: "no errors" covers the pilots' arrival.
             tally.errors.append(f"{type(exc).__name__}: {exc}")
@@ -466,6 +468,7 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
                 # the pilots' arrival: what they were handed while the step warmed up
                 "warm_up_matches_per_second": round(len(tally.warm_up_matched) / warm_up, 1) if warm_up else None,
                 "no_match_per_second": round(tally.empty / args.seconds, 1),
+                "reconnects_per_second": round(tally.reconnects / args.seconds, 1),
                 "p50_ms": percentile(ordered, 0.50), "p99_ms": percentile(ordered, 0.99),
                 "errors": len(tally.errors), "first_error": tally.errors[0] if tally.errors else None,
                 "refused_per_second": round(tally.refused / args.seconds, 1),
@@ -515,7 +518,7 @@ def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
         per_run = [r["rows"][i] for r in runs]
         rows.append({"pilots": count, **{key: median(row[key] for row in per_run) for key in (
             "matches_per_second", "p50_ms", "p99_ms", "server_cpu_ms_per_match", "in_process_ratio",
-            "refused_per_second", "no_match_per_second")},
+            "refused_per_second", "no_match_per_second", "reconnects_per_second")},
             "errors": sum(row["errors"] for row in per_run),
             "refused_without_retry_after": sum(row.get("refused_without_retry_after", 0) for row in per_run),
             "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None),
@@ -539,11 +542,11 @@ def print_table(summary: dict[str, Any]) -> None:
           f"{summary['seconds']:g} s counted per step after {summary.get('warm_up', 0):g} s of warm-up, median of {summary['runs']} run(s); in-process "
           f"{summary['in_process_matches_per_second']:.0f} matches/s; duplicates {summary['duplicates']}")
     header = ("pilots", "matches/s", "of in-process", "p50 ms", "p99 ms", "errors", "refused/s (429)",
-              "no match/s", "server CPU ms/match", "connections per worker")
+              "no match/s", "reconnects/s", "server CPU ms/match", "connections per worker")
     table = [header] + [(
         str(r["pilots"]), shown(r["matches_per_second"], "{:.0f}"), shown(r["in_process_ratio"], "{:.0%}"),
         shown(r["p50_ms"]), shown(r["p99_ms"]), str(r["errors"]), shown(r.get("refused_per_second"), "{:.0f}"),
-        shown(r.get("no_match_per_second"), "{:.0f}"),
+        shown(r.get("no_match_per_second"), "{:.0f}"), shown(r.get("reconnects_per_second")),
         shown(r["server_cpu_ms_per_match"], "{:.2f}"),
         " ".join("/".join(map(str, split)) if split else "-" for split in r.get("connections_per_worker") or [None]),
     ) for r in summary["rows"]]

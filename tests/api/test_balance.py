@@ -125,3 +125,31 @@ def test_a_worker_holding_every_connection_gives_half_away_though_the_other_is_s
     busy = Shares(tmp_path, "1", 2, clock)
     closed = periods(clock, {busy: list(range(32))}, SETTLED)
     assert len(closed[busy]) == 16
+
+
+def test_a_refused_connection_is_neither_counted_nor_closed(tmp_path):
+    """A 429 or 503 sends its client away for seconds: it holds no connection
+    here, so a crowd refused by a saturated worker does not make it look
+    fuller, nor is a refusal the answer that closes a connection."""
+    import asyncio
+
+    from wms.api.balance import ConnectionBalance
+
+    clock = Clock()
+    sent = []
+    statuses = iter([429, 503, 200])
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": next(statuses), "headers": []})
+
+    async def send(message):
+        sent.append(message)
+
+    over = Shares(tmp_path, "1", 2, clock)
+    noted = []
+    over.last_answer = lambda connection: noted.append(connection) or True     # far over its share
+    balance = ConnectionBalance(app, over)
+    for port in (40001, 40002, 40003):
+        asyncio.run(balance({"type": "http", "client": ("192.0.2.7", port)}, None, send))
+    assert [m["headers"] for m in sent] == [[], [], [(b"connection", b"close")]]
+    assert noted == [("192.0.2.7", 40003)]                          # only the answered one counts

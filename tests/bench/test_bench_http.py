@@ -170,3 +170,44 @@ def test_bench_http_reports_how_the_connections_were_spread_over_the_workers(tmp
     row = summary["raw"][0]["rows"][0]
     split = row["connections_per_worker"]
     assert len(split) == 2 and sum(split) == 6 and split == sorted(split, reverse=True), split
+
+
+def test_the_bench_counts_the_answers_that_close_their_connection():
+    """A worker over its share answers with ``Connection: close``; the pilot
+    connects again, and the step reports how often (reconnects/s)."""
+    import asyncio
+
+    from wms.bench_http import drive
+    from wms.core.resources import QueueRef
+
+    answers = {"all": 0, "closing": 0, "connections": 0}
+
+    async def main():
+        async def serve(reader, writer):
+            answers["connections"] += 1
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:
+                    return                                          # the pilot's time is up
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                body = b'{"match":false,"reason":"no waiting job"}'
+                answers["all"] += 1
+                close = answers["all"] % 2 == 1                     # every other answer closes
+                answers["closing"] += close
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(body)).encode()
+                             + (b"\r\nConnection: close" if close else b"") + b"\r\n\r\n" + body)
+                await writer.drain()
+                if close:
+                    writer.close()
+                    return
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            return await drive(1, "127.0.0.1", port, ["t"], [QueueRef("LCG.X.ch", "ce.x", "q")], 0.5, 1)
+
+    tally = asyncio.run(main())
+    assert tally.errors == [] and tally.reconnects == answers["closing"] > 3
+    assert answers["connections"] in (answers["closing"], answers["closing"] + 1)   # each close: a new one

@@ -16,6 +16,14 @@ connects again, lands by chance again, and the shares even out within
 seconds. Any HTTP/1.1 client (httpx, so the pilot and the CLI; nginx;
 HAProxy) simply connects again; the request itself was answered in full.
 
+A refusal (429 or 503, the server shedding load) neither counts nor
+closes: its client is told to come back later, on a connection of its
+own after a wait of seconds, so it holds nothing. Counted, the crowd a
+saturated server refuses made one worker look fuller than the other, and
+it closed admitted pilots' connections, which could land on the other,
+full worker and be refused in turn (docs/benchmarks.md, "Refusals do not
+count as held connections").
+
 A connection is known by the client's address and port. Behind a trusted
 proxy uvicorn replaces that with the forwarded address and port 0, which
 many connections share: those are left alone (the proxy spreads its
@@ -46,6 +54,8 @@ PERIOD_S = 0.5
 SUFFIX = ".connections"
 #: How many workers the server runs, written by the supervisor.
 WORKERS_FILE = "workers"
+#: Answers that send their client away for a while: not a connection held.
+REFUSALS = frozenset({429, 503})
 
 
 class Shares:
@@ -124,7 +134,8 @@ class ConnectionBalance:
             return
 
         async def closing(message: Message) -> None:
-            if message["type"] == "http.response.start" and self.shares.last_answer(tuple(client)):
+            if (message["type"] == "http.response.start" and message["status"] not in REFUSALS
+                    and self.shares.last_answer(tuple(client))):
                 message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
                 metrics.RECONNECTS.inc()
             await send(message)
