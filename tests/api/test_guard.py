@@ -207,3 +207,21 @@ def test_every_error_answer_names_its_request(client, tokens, method, path, body
     assert response.status_code == status
     assert response.headers["x-request-id"] == "req-err"
     assert response.json()["request_id"] == "req-err" and response.json()["detail"]
+
+
+@pytest.mark.parametrize("method, path", [
+    ("GET", "/api/v1/jobs/kill"),            # GET /jobs/{job_id} would take "kill" for a job id
+    ("DELETE", "/api/v1/jobs/kill"),         # DELETE /jobs/{job_id}, likewise
+    ("PATCH", "/api/v1/reservations/delete"),   # PATCH /reservations/{ar_id}
+])
+def test_a_fixed_path_asked_with_a_method_it_does_not_take_is_405_not_a_bad_id(client, tokens, method, path):
+    response = client.request(method, path, headers=auth(tokens))
+    assert response.status_code == 405, response.text
+    assert response.json()["detail"] == f"method {method} is not allowed on {path} (/docs lists what is)"
+    assert response.headers["allow"] == "POST"
+
+
+def test_a_word_where_a_job_id_belongs_is_still_a_bad_id(client, tokens):
+    response = client.get("/api/v1/jobs/kil", headers=auth(tokens))
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("path.job_id: Input should be a valid integer")

@@ -60,6 +60,7 @@ SEED = os.environ.get("WMS_SCHEMATHESIS_SEED") or ("" if FUZZ else "20261125")
 CHECKS = ",".join([
     "not_a_server_error", "status_code_conformance", "content_type_conformance", "response_headers_conformance",
     "response_schema_conformance", "negative_data_rejection", "ignored_auth", "missing_required_header",
+    "unsupported_method",
 ])
 EXAMPLES_DIR = REPO / "examples"
 

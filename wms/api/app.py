@@ -64,6 +64,30 @@ def validation_detail(error: dict) -> str:
     return one_line(f"{where}: {error.get('msg')}")
 
 
+def fixed_paths(app: FastAPI) -> dict[str, list[str]]:
+    """The methods of each route path without parameters (``/api/v1/jobs/kill``: POST)."""
+    out: dict[str, list[str]] = {}
+    for route in openapi.api_routes(app):
+        if "{" not in route.path_format:
+            out[route.path_format] = sorted({*out.get(route.path_format, ()), *route.original_route.methods})
+    return out
+
+
+def misread_methods(request: Request, exc: RequestValidationError) -> list[str]:
+    """The methods of the fixed path ``request`` named, when a route with a
+    parameter took it for a value with another method: ``GET /jobs/kill``
+    read as the job ``kill`` (422) is a method ``/jobs/kill`` does not take
+    (405, as for any fixed path). Empty when that is not what happened."""
+    if not any(error.get("loc", ("",))[0] == "path" for error in exc.errors()):
+        return []
+    app = request.app
+    paths = getattr(app.state, "fixed_paths", None)
+    if paths is None:
+        paths = app.state.fixed_paths = fixed_paths(app)
+    allowed = paths.get(request.url.path, [])
+    return allowed if request.method not in allowed else []
+
+
 def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -108,6 +132,9 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
 
     @app.exception_handler(RequestValidationError)
     def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        allowed = misread_methods(request, exc)
+        if allowed:
+            return http_error(request, HTTPException(405, headers={"Allow": ", ".join(allowed)}))
         # Only where and what: "ctx" may hold the validator's exception object
         # and "input" bytes, which JSON cannot carry, or a whole JDL.
         errors = [{"type": e.get("type"), "loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg"))}
