@@ -14,8 +14,10 @@ after the heartbeat timeout and run twice. Two mechanisms prevent it:
   every process of the session found in /proc), and exits. A pilot that
   ends normally has no session left, so the watchdog just exits.
 * **A registry on disk** for the case where the watchdog died too (a
-  ``kill -9`` of both): ``<state dir>/<pilot id>.sessions`` lists the
-  pilot's pid and each running job's session with its start time. A pilot
+  ``kill -9`` of both): ``<state dir>/<pilot id>.<pid>.sessions`` lists
+  the pilot's pid and each running job's session with its start time (one
+  file per pilot process: two pilots that share an id on one node, a
+  resubmission or a test suite, must not write over each other). A pilot
   starting on the same node ends the sessions of every predecessor whose
   pilot is gone, checking the start time so that a recycled pid is never
   hit, and removes the file.
@@ -80,7 +82,8 @@ class Sessions:
     """The job sessions of this pilot, told to the watchdog and kept on disk."""
 
     def __init__(self, state_dir: Path, pilot_id: str) -> None:
-        self.path = state_dir / f"{pilot_id}{SUFFIX}"
+        self.pilot_id = pilot_id
+        self.path = state_dir / f"{pilot_id}.{os.getpid()}{SUFFIX}"
         self.lock = threading.Lock()
         self.running: dict[int, int] = {}       # sid -> start time
         self.watchdog: subprocess.Popen[bytes] | None = None
@@ -133,9 +136,9 @@ class Sessions:
                 log.warning("the watchdog is gone (%s): the registry on disk remains", exc)
 
     def _save(self) -> None:
-        record = {"pilot_pid": os.getpid(), "pilot_start": start_time(os.getpid()),
+        record = {"pilot_id": self.pilot_id, "pilot_pid": os.getpid(), "pilot_start": start_time(os.getpid()),
                   "sessions": [[sid, started] for sid, started in sorted(self.running.items())]}
-        tmp = self.path.with_suffix(".tmp")
+        tmp = self.path.with_suffix(".tmp")            # this process's own, as the file is
         tmp.write_text(json.dumps(record))
         tmp.replace(self.path)
 
@@ -163,7 +166,8 @@ def end_orphans(state_dir: Path) -> int:
             continue                # that pilot still runs: its sessions are its own
         for sid, started in record.get("sessions", []):
             if start_time(sid) == started:
-                log.warning("ending session %d left by pilot %s", sid, path.name.removesuffix(SUFFIX))
+                log.warning("ending session %d left by pilot %s", sid,
+                            record.get("pilot_id") or path.name.removesuffix(SUFFIX))
                 kill_session(sid)
                 ended += 1
         path.unlink(missing_ok=True)

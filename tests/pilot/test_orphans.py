@@ -103,13 +103,13 @@ def test_a_new_pilot_ends_the_payloads_of_a_dead_predecessor(server, tokens, tmp
     os.kill(watchdog, signal.SIGKILL)
     pilot.send_signal(signal.SIGKILL)
     pilot.wait()
-    assert alive(payload) and (state / f"first-pilot{SUFFIX}").exists()
+    assert alive(payload) and (state / f"first-pilot.{pilot.pid}{SUFFIX}").exists()
     successor = start(server, tokens, tmp_path, state, "second-pilot")
     assert wait_gone(payload), "the successor left the orphan running"
     successor.send_signal(signal.SIGTERM)
     _, err = successor.communicate(timeout=patience(90))
     assert "ended 1 job session(s) left by dead pilots on this node" in err
-    assert not (state / f"first-pilot{SUFFIX}").exists()
+    assert not list(state.glob(f"first-pilot.*{SUFFIX}"))
     assert not wait_session_gone(payload) and not marker.exists()
 
 
@@ -138,3 +138,24 @@ def test_a_state_directory_others_may_write_is_refused(tmp_path):
     shared.chmod(0o777)
     with pytest.raises(OSError, match="must be a directory of this user's alone"):
         private_dir(shared)
+
+
+def test_two_pilots_with_one_id_on_a_node_keep_registries_of_their_own(tmp_path):
+    """A resubmitted pilot, or two test runs, may share an id on one node: each
+    process writes its own registry, so neither overwrites nor loses the other's."""
+    state = private_dir(tmp_path / "state")
+    script = (
+        "import os, sys; from pathlib import Path; from pilot.orphans import Sessions\n"
+        "s = Sessions(Path(sys.argv[1]), 'same-pilot')\n"
+        "for _ in range(300):\n"
+        "    s.add(os.getpid()); s.remove(os.getpid())\n"
+        "s.add(os.getpid()); print(s.path)\n"
+    )
+    runs = [subprocess.Popen([sys.executable, "-c", script, str(state)], cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=60) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err for _, err in outputs]
+    paths = {out.strip() for out, _ in outputs}
+    assert len(paths) == 2 and all(Path(p).exists() for p in paths)
+    for path in paths:
+        assert json.loads(Path(path).read_text())["pilot_id"] == "same-pilot"
