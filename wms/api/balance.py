@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
@@ -44,6 +42,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wms.api import metrics
+from wms.api.worker_directory import directory_in_environment
 
 #: The directory the workers of one server share their counts in.
 SHARES_ENV = "WMS_WORKER_SHARES"
@@ -162,16 +161,6 @@ def _workers(directory: Path) -> int:
 def shares_directory(workers: int) -> Iterator[Path]:
     """The directory for the ``workers`` about to start: SHARES_ENV's if set (its
     owner keeps it), else a new one in SHARES_ENV while they run, removed at the end."""
-    given = os.environ.get(SHARES_ENV)
-    if given:
-        (Path(given) / WORKERS_FILE).write_text(str(workers))
-        yield Path(given)
-        return
-    directory = Path(tempfile.mkdtemp(prefix="wms-shares-"))
-    (directory / WORKERS_FILE).write_text(str(workers))
-    os.environ[SHARES_ENV] = str(directory)
-    try:
+    with directory_in_environment(SHARES_ENV, "wms-shares-") as directory:
+        (directory / WORKERS_FILE).write_text(str(workers))
         yield directory
-    finally:
-        os.environ.pop(SHARES_ENV, None)
-        shutil.rmtree(directory, ignore_errors=True)

@@ -28,8 +28,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from contextlib import contextmanager
@@ -46,6 +44,7 @@ from starlette.responses import Response
 from starlette.routing import compile_path
 
 from wms.api.deps import public
+from wms.api.worker_directory import directory_in_environment
 from wms.services import telemetry
 from wms.services.runtime import Runtime
 
@@ -265,14 +264,5 @@ def shared_metrics_directory() -> Iterator[str]:
     """PROMETHEUS_MULTIPROC_DIR for the worker processes about to start:
     the one in the environment if set (its owner empties it between runs),
     else a new directory removed at the end."""
-    given = os.environ.get(MULTIPROCESS_ENV)
-    if given:
-        yield given
-        return
-    directory = tempfile.mkdtemp(prefix="wms-metrics-")
-    os.environ[MULTIPROCESS_ENV] = directory
-    try:
-        yield directory
-    finally:
-        os.environ.pop(MULTIPROCESS_ENV, None)
-        shutil.rmtree(directory, ignore_errors=True)
+    with directory_in_environment(MULTIPROCESS_ENV, "wms-metrics-") as directory:
+        yield str(directory)
