@@ -45,6 +45,11 @@ Limits enforced (Grid Engine queue_conf(5) meanings)
     Kill          a heartbeat answering ``Kill: true``, or HTTP 409 on any
                   job call: the job is terminated and nothing more is
                   reported for it (no output, no status).
+    runner fault  an unexpected exception in the runner itself (a defect,
+                  not the job's doing): the job is terminated as above and
+                  reported Failed "Pilot error: <what>", at once, rather
+                  than left Running with no one watching it until the
+                  server misses its heartbeats.
 
 Processes that escape with ``setsid()`` or that are reparented and exit
 before a poll are beyond the pilot's sight; that is the limit of a
@@ -111,6 +116,7 @@ OUTPUT_LOST_MINOR = "Output not stored: {error}"
 RUNNING_MINOR = "Application"
 INPUT_SANDBOX_MINOR = "Input sandbox not downloaded"
 OUTPUT_SANDBOX_MINOR = "Output sandbox not stored"
+RUNNER_FAULT_MINOR = "Pilot error: {error}"
 
 
 # -- the job ----------------------------------------------------------------
@@ -454,8 +460,26 @@ def run_job(
     with the pilot (pilot/orphans.py).
     """
     with job_context(spec.job_id):
-        return _run(spec, Path(workdir), reporter, heartbeat_interval, output_limit, grace, poll_interval, stop,
-                    patience, sessions)
+        children: list[_Child] = []     # the job's process, once there is one
+        try:
+            return _run(spec, Path(workdir), reporter, heartbeat_interval, output_limit, grace, poll_interval, stop,
+                        patience, sessions, children)
+        except Exception as exc:        # a defect of ours: the job must not run on unwatched
+            log.exception("the runner failed")
+            return _runner_fault(spec, reporter, children, grace, sessions, exc)
+
+
+def _runner_fault(spec: JobSpec, reporter: Reporter, children: list[_Child], grace: float,
+                  sessions: Sessions | None, exc: Exception) -> JobResult:
+    """End what the job started and report it Failed, saying what went wrong."""
+    for child in children:
+        child.terminate(grace)
+        child.reap()
+        if sessions is not None:
+            sessions.remove(child.pgid)
+    minor = RUNNER_FAULT_MINOR.format(error=f"{type(exc).__name__}: {exc}")[:500]
+    sent = _report(reporter, spec, "Failed", minor, None)
+    return JobResult(spec.job_id, "Lost" if sent is False else "Failed", minor, None, reported=bool(sent))
 
 
 def _patiently(call: Callable[[], Any], what: str, patience: float, sleep: Callable[[float], Any] = time.sleep
@@ -506,6 +530,7 @@ def _run(
     stop: Stop | None,
     patience: float,
     sessions: Sessions | None,
+    children: list[_Child],
 ) -> JobResult:
     started = time.monotonic()
     job_dir = job_directory(workdir, spec.job_id)
@@ -567,6 +592,7 @@ def _run(
     os.close(go_read)
     os.close(status_write)
     child = _Child(popen)
+    children.append(child)
     # Registered, and limited, before the job runs a single instruction of
     # its own: a pilot killed at any moment leaves no payload unknown to its
     # watchdog (the job waits at the gate until told to go).

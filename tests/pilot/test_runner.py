@@ -413,6 +413,37 @@ def test_leftover_processes_are_cleaned_after_a_normal_end(tmp_path):
     assert not alive(int((tmp_path / "23" / "bg.pid").read_text()))
 
 
+def test_a_fault_in_the_runner_ends_the_job_and_reports_it_failed(tmp_path):
+    # A defect of the pilot's own (here: its heartbeat call raising what no
+    # client call raises) while the job runs with a child of its own: the
+    # job's whole tree is ended and the job reported Failed at once, rather
+    # than left Running with no one watching it.
+    def broken(_n: int) -> None:
+        raise RuntimeError("a defect")
+
+    spec = sh(26, "echo $$ > leader.pid; sleep 300 & echo $! > bg.pid; sleep 300")
+    rec = Recorder(on_heartbeat=lambda n: (wait_until((tmp_path / "26" / "bg.pid").exists, timeout=60), broken(n)))
+    t0 = time.monotonic()
+    result, rec = run(spec, tmp_path, rec, heartbeat_interval=0.2)
+    assert time.monotonic() - t0 < patience(20)
+    assert (result.status, result.minor_status) == ("Failed", "Pilot error: RuntimeError: a defect")
+    assert result.reported
+    assert rec.kinds == ["Running", "heartbeat", "Failed"]
+    assert not alive(int((tmp_path / "26" / "bg.pid").read_text()))
+    assert not alive(result_session(tmp_path / "26"))
+
+
+def test_a_fault_before_the_job_started_reports_it_failed(tmp_path):
+    def broken(status: str) -> None:
+        if status == "Running":
+            raise ValueError("a defect")
+
+    result, rec = run(sh(27, "touch started"), tmp_path, Recorder(on_status=broken))
+    assert (result.status, result.minor_status) == ("Failed", "Pilot error: ValueError: a defect")
+    assert rec.kinds == ["Running", "Failed"]       # the Running call raised: nothing started
+    assert not (tmp_path / "27" / "started").exists()
+
+
 def test_from_match():
     spec = JobSpec.from_match({
         "JobID": 7, "JDL": "[]", "Executable": "/bin/echo", "Arguments": "hi", "Slots": None, "Lease": 300,
