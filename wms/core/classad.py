@@ -379,11 +379,30 @@ def parse_checked_record(text: str, order: RecordOrder | None) -> dict[str, Any]
     its keys: ``{lowercase name: (position, order of the value if it is a
     record literal, else None)}``.
     """
-    try:
-        ad = classad2.ClassAd(text)
-    except classad2.ClassAdException as exc:
-        raise ClassAdSyntaxError(f"cannot parse the ClassAd record: {exc}") from None
+    if order is not None and not order:
+        return {}                       # "[ ]", which _parse_ad does not take
+    ad = _parse_ad(text)
+    if ad is None:
+        raise ClassAdSyntaxError("cannot parse the ClassAd record")
     return _reorder({key: _to_python(ad[key]) for key in ad}, order)
+
+
+def _parse_ad(text: str) -> classad2.ClassAd | None:
+    """The ClassAd of *text*, a record of at least one attribute in the new
+    syntax; None when classad2 cannot read it.
+
+    Through parseNext, not ``classad2.ClassAd(text)``: in classad2 25 each
+    ClassAd made by its constructor (from text, a dict or nothing) keeps
+    about 150 bytes of native memory for good, so a server reading a job's
+    JDL for every match grew by megabytes a minute (docs/architecture.md).
+    An ad that parseNext makes is freed whole. Both read the first record
+    of the text alike; parseNext gives None for a record without attributes,
+    which no caller here passes.
+    """
+    try:
+        return classad2.parseNext(text, classad2.ParserType.New)
+    except (classad2.ClassAdException, ValueError):
+        return None
 
 
 _CLOSERS = {"[": "]", "{": "}", "(": ")"}
@@ -493,11 +512,8 @@ def _compile(text: str) -> tuple[classad2.ExprTree, classad2.ClassAd]:
     if not tokens:
         raise ClassAdSyntaxError("empty expression")
     _check_balanced(tokens)
-    try:
-        ad = classad2.ClassAd(f"[__wms_expr__ = (\n{tokens_to_text(tokens)}\n)]")
-    except classad2.ClassAdException:
-        raise ClassAdSyntaxError(f"cannot parse the expression {text!r}") from None
-    if len(ad) != 1:
+    ad = _parse_ad(f"[__wms_expr__ = (\n{tokens_to_text(tokens)}\n)]")
+    if ad is None or len(ad) != 1:
         raise ClassAdSyntaxError(f"cannot parse the expression {text!r}")
     return ad.lookup("__wms_expr__"), ad
 
@@ -505,17 +521,14 @@ def _compile(text: str) -> tuple[classad2.ExprTree, classad2.ClassAd]:
 @lru_cache(maxsize=1024)
 def _ad_from_text(text: str) -> classad2.ClassAd:
     _guard(text)
-    try:
-        return classad2.ClassAd(text)
-    except classad2.ClassAdException:
-        raise ClassAdSyntaxError("cannot turn the record into a ClassAd") from None
-
-
-_EMPTY_TEXT = "[ ]"
+    ad = _parse_ad(text)
+    if ad is None:
+        raise ClassAdSyntaxError("cannot turn the record into a ClassAd")
+    return ad
 
 
 def _ad(record: Mapping[str, Any] | None) -> classad2.ClassAd:
-    return _ad_from_text(render_record(record) if record else _EMPTY_TEXT)
+    return _ad_from_text(render_record(record)) if record else _EMPTY_AD
 
 
 def _evaluate(expr_text: str, my: Mapping[str, Any] | None, target: Mapping[str, Any] | None) -> Any:
