@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from wms.core import classad
+from wms.core import classad, jdl
 from wms.core.classad import ClassAdSyntaxError, Expression
 from wms.core.errors import InvalidInput
 
@@ -250,7 +250,7 @@ def test_no_classad2_type_leaks() -> None:
         ("a = 1 ]", "a ClassAd record must start with '['", 1, 1),
         ("[ a = 1 ] junk", "unexpected text after the closing ']'", 1, 11),
         ("[ a = {1, 2 ]", "mismatched ']'", 1, 13),
-        ("[ a = 1;\n  b = 1 + ]", "cannot parse the ClassAd record", 1, 1),
+        ("[ a = 1;\n  b = 1 + ]", "missing operand after '+'", 2, 9),
     ],
 )
 def test_parse_record_errors(text: str, message: str, line: int, col: int) -> None:
@@ -307,3 +307,56 @@ def test_tokenize_positions_and_comments() -> None:
     with pytest.raises(ClassAdSyntaxError) as info:
         classad.tokenize("a = 1 # no hash comments in ClassAds")
     assert (info.value.line, info.value.col) == (1, 7)
+
+
+# -- the operand check: what classad2 cannot read is refused before it sees it ------
+
+@pytest.mark.parametrize(
+    ("text", "message", "col"),
+    [
+        ("1 +", "missing operand after '+'", 3),
+        ("* 2", "missing operand before '*'", 1),
+        ("1 2", "expected an operator before '2'", 3),
+        ("x ? 1", "'?' without its ':'", 5),
+        ("1 : 2", "':' without a '?' before it", 3),
+        ("x.", "expected an attribute name after '.'", 2),
+        ("x.true", "expected an attribute name after '.'", 2),
+        ("()", "nothing between '(' and ')'", 1),
+        ("x[]", "nothing between '[' and ']'", 2),
+        ("{1, }", "expected a value after ',', got '}'", 5),
+        ("f(, 1)", "expected a value before ','", 3),
+        ("1 ! 2", "expected an operator before '!'", 3),
+        ("x ?: !y", "'!' right after '?:': put the value in parentheses", 6),
+        ("x ?: - 1", "'-' right after '?:': put the value in parentheses", 6),
+        ("true(1)", "expected an operator before '('", 5),
+        ("x.f(1)", "expected an operator before '('", 4),
+        ("[a + 1]", "expected '=' after the attribute name a", 4),
+        ("[a = 1, b = 2]", "unexpected ','", 7),
+        ("[;]", "a record of nothing but ';'", 1),
+        ("(1; 2)", "unexpected ';'", 3),
+    ],
+)
+def test_an_expression_classad2_cannot_read_is_refused_where_it_goes_wrong(text: str, message: str, col: int) -> None:
+    with pytest.raises(ClassAdSyntaxError) as info:
+        classad.eval_value(text)
+    assert (info.value.message, info.value.col) == (message, col)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x ?: 3", "x ? : -1", "x ?: -2.5", "x ?: (-y)", "x ?: y ?: 3", "a ? b : c ? d : e", ".x", "- - 1", "!~1",
+     "f()", "{}", "{1, 2}[0]", "[b = 1].b", "[ ; b = 1 ;; ]", "[]", "x is undefined", '"a" "b"', "x[0].y",
+     "member(1, {1})", "x =?= y"],
+)
+def test_what_classad2_reads_passes_the_operand_check(text: str) -> None:
+    classad.check_operands(classad.tokenize(text))
+    classad.eval_value(text)
+
+
+def test_a_jdl_operand_mistake_is_refused_with_its_place() -> None:
+    with pytest.raises(InvalidInput) as info:
+        jdl.parse_one('[ Executable = "x";\n  Requirements = other.Memory >= 1 + ; ]', "f.jdl")
+    assert str(info.value) == "f.jdl:2:36: missing operand after '+'"
+    with pytest.raises(InvalidInput) as info:
+        jdl.parse_one('Executable = "x";\nRequirements = other.Ok ? 1;', "g.jdl")     # no brackets
+    assert str(info.value) == "g.jdl:2:28: '?' without its ':'"

@@ -317,8 +317,10 @@ ERRORS = [
     ('Executable = "x"; CPUTime = 0x10;', "job.jdl:1:29: malformed number '0x10'"),
     ('Executable = "x"; /* open comment', "job.jdl:1:19: unterminated comment: '/*' without '*/'"),
     ('Executable = "x"; Owner = @me;', "job.jdl:1:27: unexpected character '@'"),
-    # classad2 refuses it: the attribute is located by parsing each one alone
-    ('[\n  Executable = "x";\n  CPUTime = 3600 *;\n]', "job.jdl:3:3: cannot parse the value of CPUTime"),
+    # what the checker above leaves to classad2, found before classad2 fails on it (classad.check_operands)
+    ('[\n  Executable = "x";\n  CPUTime = 3600 *;\n]', "job.jdl:3:18: missing operand after '*'"),
+    ('Executable = "x"; Requirements = other.Ok ? 1 : ;', "job.jdl:1:47: missing operand after ':'"),
+    ('Executable = "x"; CPUTime = 0300;', "job.jdl:1:29: a whole number does not start with 0 ('0300')"),
     ('Executable = "x"; Rank = member(;', "job.jdl:1:33: unexpected ';' inside '(' opened at 1:32 (is a ')' missing?)"),
 ]
 

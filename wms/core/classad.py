@@ -366,6 +366,7 @@ def parse_record(text: str) -> dict[str, Any]:
     if end != len(tokens):
         tok = tokens[end]
         raise ClassAdSyntaxError("unexpected text after the closing ']'", tok.line, tok.col)
+    check_operands(tokens)
     return parse_checked_record(tokens_to_text(tokens), order)
 
 
@@ -428,6 +429,149 @@ def _check_balanced(tokens: list[Token]) -> None:
                 )
     if stack:
         raise ClassAdSyntaxError(f"{stack[-1].text!r} is not closed", stack[-1].line, stack[-1].col)
+
+
+_LEADING_ZERO_RE = re.compile(r"0[0-9]+")
+_PREFIX_OPERATORS = frozenset({"-", "+", "!", "~"})
+_PREFIX_ONLY = frozenset({"!", "~"})
+_INFIX_WORDS = frozenset({"is", "isnt"})
+#: Words that are values or operators, never an attribute's or a function's name.
+_KEYWORDS = frozenset({"true", "false", "undefined", "error", "is", "isnt"})
+#: What separates the items of each kind of group.
+_SEPARATOR = {"record": ";", "list": ",", "call": ",", "parentheses": None, "subscript": None, "top": None}
+
+
+def _is_name(tok: Token) -> bool:
+    return tok.kind == NAME or tok.kind == IDENT and tok.text.lower() not in _KEYWORDS
+
+
+def check_operands(tokens: list[Token]) -> None:
+    """The shape of balanced ClassAd tokens (:func:`_check_balanced`), as
+    classad2 reads it: operands and operators in turn, every ``?`` with its
+    ``:``, a name after each ``.``, ``name = value`` in records, commas in
+    lists and calls only, nothing empty where a value belongs.
+
+    classad2 keeps some native memory for every text it fails to parse
+    (docs/architecture.md, "Memory stays flat under load"), so mistakes
+    are found here, with a position, before it sees the text: ``1 +``,
+    ``* 2``, ``1 2``, ``x ? 1``, ``1 : 2``, ``x.``, ``()``, ``x[]``,
+    ``[a = 1, b = 2]``. One pass, one token of memory and a stack of the
+    open groups: precedence does not matter for whether a text can be
+    read. The prefix operators are ``- + ! ~``; ``?:`` (a blank between or
+    not) gives a default; ``.x`` is an absolute reference; ``f(x)`` a
+    call, ``x[0]`` a subscript.
+    """
+    expect = True                 # the next token must start an operand
+    after: Token | None = None    # the operator that operand comes after
+    prev: Token | None = None
+    kind_of_group = "top"
+    questions = 0                 # '?' of this group waiting for their ':'
+    name_next = False             # in a record, where an attribute's name goes
+    equals_next = False           # and its '='
+    elvis: Token | None = None    # the ':' of a ?: just read
+    selected = False              # prev is a name after '.'
+    named = False                 # a record has had an attribute
+    groups: list[tuple[Token, str, int, bool]] = []    # opener; the outer group's kind, questions, named
+
+    def fail(message: str, tok: Token) -> None:
+        raise ClassAdSyntaxError(message, tok.line, tok.col)
+
+    def item_ends(tok: Token) -> None:
+        if expect and after is not None:
+            fail(f"missing operand after {after.text!r}", after)
+        if questions:
+            fail("'?' without its ':'", tok)
+
+    for tok in tokens:
+        kind, text = tok.kind, tok.text
+        if elvis is not None and elvis is not prev:
+            # right after ?: classad2 takes no prefix operator, only a negative number: -1, not - 1
+            if prev is not None and prev.kind == OP and prev.text != "." and not (
+                    prev.text == "-" and kind == NUMBER and tok.start == prev.end):
+                fail(f"{prev.text!r} right after '?:': put the value in parentheses", prev)
+            elvis = None
+        if prev is not None and prev.kind == OP and prev.text == "." and not _is_name(tok):
+            fail("expected an attribute name after '.'", prev)
+        if name_next and not (kind == PUNCT and text in ";]"):
+            if not _is_name(tok):
+                fail(f"expected an attribute name, got {tok.text!r}", tok)
+            name_next, equals_next, named = False, True, True
+            prev = tok
+            continue
+        if equals_next:
+            if not (kind == PUNCT and text == "="):
+                fail(f"expected '=' after the attribute name {prev.text if prev else ''}", tok)
+            equals_next = False
+            expect, after, prev = True, tok, tok
+            continue
+        if kind == OP or (kind == IDENT and text.lower() in _INFIX_WORDS):
+            if text == "." or (expect and text in _PREFIX_OPERATORS):
+                expect, after = True, tok
+            elif text in _PREFIX_ONLY:
+                fail(f"expected an operator before {text!r}", tok)
+            elif expect and text == ":" and prev is not None and prev.kind == OP and prev.text == "?":
+                questions -= 1            # x ? : y, the same as x ?: y
+                after = elvis = tok
+            elif expect:
+                fail(f"missing operand before {text!r}", tok)
+            else:
+                if text == "?":
+                    questions += 1
+                elif text == ":":
+                    if not questions:
+                        fail("':' without a '?' before it", tok)
+                    questions -= 1
+                expect, after = True, tok
+        elif kind == PUNCT and text in "([{":
+            if expect:
+                inner = {"(": "parentheses", "{": "list", "[": "record"}[text]
+            elif text == "(" and prev is not None and _is_name(prev) and not selected:
+                inner = "call"
+            elif text == "[":
+                inner = "subscript"
+            else:
+                fail(f"expected an operator before {text!r}", tok)
+            groups.append((tok, kind_of_group, questions, named))
+            kind_of_group, questions, expect, after, named = inner, 0, True, None, False
+            name_next = inner == "record"
+        elif kind == PUNCT and text in ")]}":
+            item_ends(tok)
+            if prev is not None and prev.kind == PUNCT and prev.text == ",":
+                fail(f"expected a value after ',', got {text!r}", tok)
+            opener, outer, outer_questions, outer_named = groups.pop() if groups else (tok, "top", 0, False)
+            if prev is opener and kind_of_group in ("parentheses", "subscript"):
+                fail(f"nothing between {opener.text!r} and {text!r}", opener)     # () or x[]
+            if kind_of_group == "record" and not named and prev is not opener:
+                fail("a record of nothing but ';'", opener)                       # [;]
+            kind_of_group, questions, expect, after, named = outer, outer_questions, False, None, outer_named
+            name_next = False
+        elif kind == PUNCT and text in ",;":
+            if _SEPARATOR[kind_of_group] != text:
+                fail(f"unexpected {text!r}", tok)
+            if not (text == ";" and expect and after is None):     # [a = 1;; b = 2]
+                item_ends(tok)
+                if text == "," and expect:
+                    fail("expected a value before ','", tok)
+            expect, after = True, None
+            name_next = text == ";"
+        elif kind == PUNCT:               # '=' where no attribute's name is before it
+            fail("unexpected '='", tok)
+        elif not expect and not (kind in (STRING, NAME) and prev is not None and prev.kind == kind):
+            # ("a" "b" is one string to classad2, and 'a' 'b' one name)
+            fail(f"expected an operator before {text!r}", tok)
+        elif kind == NUMBER and _LEADING_ZERO_RE.fullmatch(text):
+            # classad2 reads such a number as octal, or fails, by what follows it
+            fail(f"a whole number does not start with 0 ({text!r})", tok)
+        else:
+            expect, after = False, None
+        selected = prev is not None and prev.kind == OP and prev.text == "."   # x.f( is no call
+        prev = tok
+    if prev is not None and prev.kind == OP and prev.text == ".":
+        fail("expected an attribute name after '.'", prev)
+    if equals_next and prev is not None:
+        fail(f"expected '=' after the attribute name {prev.text}", prev)
+    if tokens:
+        item_ends(tokens[-1])
 
 
 # --------------------------------------------------------------------------
@@ -512,6 +656,7 @@ def _compile(text: str) -> tuple[classad2.ExprTree, classad2.ClassAd]:
     if not tokens:
         raise ClassAdSyntaxError("empty expression")
     _check_balanced(tokens)
+    check_operands(tokens)
     ad = _parse_ad(f"[__wms_expr__ = (\n{tokens_to_text(tokens)}\n)]")
     if ad is None or len(ad) != 1:
         raise ClassAdSyntaxError(f"cannot parse the expression {text!r}")

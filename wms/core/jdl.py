@@ -389,7 +389,8 @@ _PLAIN_NAME = r"[A-Za-z_][A-Za-z0-9_]*+"
 _STRING = r'"[^"\\\n]*+(?:\\[^\n][^"\\\n]*+)*+"'  # as the tokenizer's
 # A number is followed (see below) by a blank or one of , ; ] }, so it is the
 # token the tokenizer would read, and never a malformed one.
-_SCALAR = rf"(?:{_STRING}|-?[0-9]++(?:\.[0-9]++)?+|{_PLAIN_NAME})"
+# (no whole number with a leading 0, which classad2 reads as octal or not at all)
+_SCALAR = rf"(?:{_STRING}|-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+|{_PLAIN_NAME})"
 _LIST = rf"\{{{_BLANKS}(?:{_SCALAR}{_BLANKS}(?:,{_BLANKS}{_SCALAR}{_BLANKS})*+)?+\}}"
 # name = value, then ';' or (for the last one) the closing ']'
 _ITEM_END = rf"{_BLANKS}(?:;{_BLANKS}|(?=\]))"
@@ -456,8 +457,10 @@ def _read_plain(text: str) -> tuple[dict[str, Any], dict[str, Token]] | None:
         return None  # the general way finds the attribute at fault
 
 
-def _read(text: str, source: str) -> tuple[dict[str, Any], dict[str, Token]]:
-    """The top-level attributes of a JDL and where each one's name starts."""
+def _read(text: str, source: str, shape_known: bool = False) -> tuple[dict[str, Any], dict[str, Token]]:
+    """The top-level attributes of a JDL and where each one's name starts;
+    *shape_known*: the text has been read before (a stored JDL), so the
+    operand check need not run again."""
     plain = _read_plain(text)
     if plain is not None:
         return plain
@@ -478,12 +481,20 @@ def _read(text: str, source: str) -> tuple[dict[str, Any], dict[str, Token]]:
     if not attrs:
         raise JDLError("empty JDL: no attributes", where=checker.where(tokens[0]))
     positions = {attr.name.lower(): attr.token for attr in attrs}
+    shown = checker.normalized(0, end)
+    if not shape_known:
+        # what the checker leaves to classad2 (1 +, x ? 1, ...), found before classad2 fails on it
+        record = shown if bracketed else [Token(PUNCT, "[", 1, 1, 0, 0), *shown, Token(PUNCT, "]", 1, 1, 0, 0)]
+        try:
+            classad.check_operands(record)
+        except classad.ClassAdSyntaxError as exc:
+            raise JDLError(exc.message, where=f"{source}:{exc.line}:{exc.col}") from None
     if not checker.dotted and _REWRITTEN_RE.search(text) is None:
         # tokens_to_text would only turn each run of blanks into one space;
         # classad2 reads any blanks alike, so the text can go as it is.
         ad_text = text
     else:
-        ad_text = classad.tokens_to_text(checker.normalized(0, end))
+        ad_text = classad.tokens_to_text(shown)
     if not bracketed:
         ad_text = "[\n" + ad_text + "\n]"
     try:
@@ -727,7 +738,8 @@ def parse_jdl(
     a text over ``limits.jdl_bytes``).
     """
     input_limits.scan_classad(text, source, limits)
-    attributes, positions = _read(text, source)
+    # a stored JDL (STORED) was read whole when it was submitted: classad2 cannot fail on it
+    attributes, positions = _read(text, source, shape_known=limits is input_limits.STORED)
     if overrides:
         attributes = _apply_overrides(attributes, overrides)
         for name in overrides:
