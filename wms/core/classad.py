@@ -459,7 +459,10 @@ def check_operands(tokens: list[Token]) -> None:
     open groups: precedence does not matter for whether a text can be
     read. The prefix operators are ``- + ! ~``; ``?:`` (a blank between or
     not) gives a default; ``.x`` is an absolute reference; ``f(x)`` a
-    call, ``x[0]`` a subscript.
+    call, ``x[0]`` a subscript. Two slips that classad2 reads or refuses
+    by what surrounds them are refused always: a whole number with a
+    leading 0 (``01``: octal, or a failure) and a doubled dot (``a..b``).
+    tests/fuzz/test_parsers.py holds the check to classad2's verdict.
     """
     expect = True                 # the next token must start an operand
     after: Token | None = None    # the operator that operand comes after
