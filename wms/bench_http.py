@@ -426,6 +426,17 @@ def backpressure_options(args) -> dict[str, int]:
     return {key: value for key, value in chosen.items() if value is not None}
 
 
+def step_order(counts: list[int], order: str) -> list[int]:
+    """The steps of one run. "ladder": the counts as given. "balanced": each
+    count once in every position (the counts rotated, one round per count),
+    because the steps of one run drift (docs/benchmarks.md, "Crowds against
+    32 pilots"): a count that always comes later would pay for the drift."""
+    distinct = list(dict.fromkeys(counts))
+    if order != "balanced":
+        return list(counts)
+    return [distinct[(start + i) % len(distinct)] for start in range(len(distinct)) for i in range(len(distinct))]
+
+
 def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     remote = RemoteServer(args.url) if getattr(args, "url", None) else None    # answering, before any work
     engine = make_engine(url)
@@ -446,7 +457,7 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     rows = []
     handed: list[int] = [*reference["matched"]]
     try:
-        for count in args.pilots:
+        for count in step_order(args.pilots, getattr(args, "order", "ladder")):
             quiet_collector()
             warm_up = getattr(args, "warm_up", 0.0)
             print(f"  over HTTP: {count} pilots, {warm_up:g} s of warm-up then {args.seconds:g} s counted",
@@ -490,8 +501,9 @@ def run_http(args) -> int:
     kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
     runs = []
     for run in range(1, args.runs + 1):
+        steps = step_order(args.pilots, getattr(args, "order", "ladder"))
         print(f"run {run}/{args.runs} on {args.database}: {args.jobs} jobs, {args.task_queues} task queues, "
-              f"pilots {','.join(map(str, args.pilots))}", file=sys.stderr)
+              f"pilots {','.join(map(str, steps))}", file=sys.stderr)
         with tempfile.TemporaryDirectory() as tmp:
             if kind is None:
                 runs.append(run_http_once(args.database, args, Path(tmp)))
@@ -507,16 +519,18 @@ def run_http(args) -> int:
 
 
 def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians over the runs, per number of pilots."""
+    """Medians over the runs' steps, per number of pilots; ``of_first``: a
+    number's median rate against the first number's (at 32, 256, 1000: the
+    crowds against 32 pilots)."""
 
     def median(values):
         known = [v for v in values if v is not None]
         return round(statistics.median(known), 2) if known else None
 
     rows = []
-    for i, count in enumerate(args.pilots):
-        per_run = [r["rows"][i] for r in runs]
-        rows.append({"pilots": count, **{key: median(row[key] for row in per_run) for key in (
+    for count in dict.fromkeys(args.pilots):
+        per_run = [row for r in runs for row in r["rows"] if row["pilots"] == count]
+        rows.append({"pilots": count, "steps": len(per_run), **{key: median(row[key] for row in per_run) for key in (
             "matches_per_second", "p50_ms", "p99_ms", "server_cpu_ms_per_match", "in_process_ratio",
             "refused_per_second", "no_match_per_second", "reconnects_per_second")},
             "errors": sum(row["errors"] for row in per_run),
@@ -524,7 +538,12 @@ def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None),
             # each run's, as the kernel spread the pilots' connections
             "connections_per_worker": [row.get("connections_per_worker") for row in per_run]})
+    first = rows[0]["matches_per_second"] if rows else None
+    for row in rows:
+        rate = row["matches_per_second"]
+        row["of_first"] = round(rate / first, 3) if first and rate is not None else None
     return {"benchmark": "http", "database": args.database, "workers": args.workers,
+            "order": getattr(args, "order", "ladder"),
             "batch": getattr(args, "batch", None),
             "backpressure": backpressure_options(args), "jobs": args.jobs,
             "task_queues": args.task_queues,
@@ -539,12 +558,15 @@ def print_table(summary: dict[str, Any]) -> None:
 
     batch = f", up to {summary['batch']} jobs a request" if summary.get("batch") else ""
     print(f"http on {summary['database']}, {summary['workers']} server worker(s){batch}: {summary['jobs']} jobs, {summary['task_queues']} task queues, "
-          f"{summary['seconds']:g} s counted per step after {summary.get('warm_up', 0):g} s of warm-up, median of {summary['runs']} run(s); in-process "
+          f"{summary['seconds']:g} s counted per step after {summary.get('warm_up', 0):g} s of warm-up, steps in "
+          f"{summary.get('order', 'ladder')} order, medians of {summary['runs']} run(s); in-process "
           f"{summary['in_process_matches_per_second']:.0f} matches/s; duplicates {summary['duplicates']}")
-    header = ("pilots", "matches/s", "of in-process", "p50 ms", "p99 ms", "errors", "refused/s (429)",
-              "no match/s", "reconnects/s", "server CPU ms/match", "connections per worker")
+    first = summary["rows"][0]["pilots"] if summary["rows"] else "-"
+    header = ("pilots", "steps", "matches/s", "of in-process", f"of {first} pilots", "p50 ms", "p99 ms", "errors",
+              "refused/s (429)", "no match/s", "reconnects/s", "server CPU ms/match", "connections per worker")
     table = [header] + [(
-        str(r["pilots"]), shown(r["matches_per_second"], "{:.0f}"), shown(r["in_process_ratio"], "{:.0%}"),
+        str(r["pilots"]), str(r.get("steps", "-")), shown(r["matches_per_second"], "{:.0f}"),
+        shown(r["in_process_ratio"], "{:.0%}"), shown(r.get("of_first"), "{:.0%}"),
         shown(r["p50_ms"]), shown(r["p99_ms"]), str(r["errors"]), shown(r.get("refused_per_second"), "{:.0f}"),
         shown(r.get("no_match_per_second"), "{:.0f}"), shown(r.get("reconnects_per_second")),
         shown(r["server_cpu_ms_per_match"], "{:.2f}"),

@@ -211,3 +211,24 @@ def test_the_bench_counts_the_answers_that_close_their_connection():
     tally = asyncio.run(main())
     assert tally.errors == [] and tally.reconnects == answers["closing"] > 3
     assert answers["connections"] in (answers["closing"], answers["closing"] + 1)   # each close: a new one
+
+
+def test_a_balanced_order_puts_each_number_of_pilots_once_in_every_position():
+    from wms.bench_http import step_order
+
+    steps = step_order([32, 256, 1000], "balanced")
+    assert steps == [32, 256, 1000, 256, 1000, 32, 1000, 32, 256]
+    for position in range(3):
+        assert sorted(steps[position::3]) == [32, 256, 1000]
+    assert step_order([32, 256, 1000], "ladder") == [32, 256, 1000]
+
+
+def test_bench_http_balanced_reports_each_number_of_pilots_over_its_steps(tmp_path):
+    summary = bench_http(tmp_path, "--jobs", "2000", "--task-queues", "10", "--pilots", "1,2", "--order", "balanced",
+                         "--seconds", "0.5", "--warm-up", "0", "--threads", "1")
+    assert summary["order"] == "balanced" and summary["duplicates"] == 0
+    assert [row["pilots"] for row in summary["raw"][0]["rows"]] == [1, 2, 2, 1]
+    one, two = summary["rows"]
+    assert (one["pilots"], one["steps"], two["pilots"], two["steps"]) == (1, 2, 2, 2)
+    assert one["of_first"] == 1.0 and two["of_first"] > 0
+    assert two["of_first"] == round(two["matches_per_second"] / one["matches_per_second"], 3)

@@ -633,6 +633,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--task-queues", type=int, default=1000, dest="task_queues")
     b.add_argument("--pilots", type=_counts, default=[1, 4, 32, 256, 1000],
                    help="numbers of concurrent pilots, one step each (default 1,4,32,256,1000)")
+    b.add_argument("--order", choices=["ladder", "balanced"], default="ladder",
+                   help="ladder: one step per number, as given; balanced: each number once in every position "
+                        "(N x N steps), as the steps of a run drift; medians per number either way")
     b.add_argument("--threads", type=int, default=4, help="threads of the in-process reference run")
     b.add_argument("--workers", type=_positive, default=1, help="wms server --workers")
     b.add_argument("--max-in-flight", type=_positive, dest="max_in_flight",
