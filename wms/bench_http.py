@@ -431,13 +431,13 @@ def step_order(counts: list[int], order: str) -> list[int]:
     count once in every position (the counts rotated, one round per count),
     because the steps of one run drift (docs/benchmarks.md, "Crowds against
     32 pilots"): a count that always comes later would pay for the drift."""
-    distinct = list(dict.fromkeys(counts))
     if order != "balanced":
         return list(counts)
+    distinct = list(dict.fromkeys(counts))
     return [distinct[(start + i) % len(distinct)] for start in range(len(distinct)) for i in range(len(distinct))]
 
 
-def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
+def run_http_once(url: str, args, tmp: Path, steps: list[int]) -> dict[str, Any]:
     remote = RemoteServer(args.url) if getattr(args, "url", None) else None    # answering, before any work
     engine = make_engine(url)
     upgrade(engine)
@@ -457,7 +457,7 @@ def run_http_once(url: str, args, tmp: Path) -> dict[str, Any]:
     rows = []
     handed: list[int] = [*reference["matched"]]
     try:
-        for count in step_order(args.pilots, getattr(args, "order", "ladder")):
+        for count in steps:
             quiet_collector()
             warm_up = getattr(args, "warm_up", 0.0)
             print(f"  over HTTP: {count} pilots, {warm_up:g} s of warm-up then {args.seconds:g} s counted",
@@ -500,16 +500,16 @@ def run_http(args) -> int:
     raise_open_files_limit()
     kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
     runs = []
+    steps = step_order(args.pilots, getattr(args, "order", "ladder"))
     for run in range(1, args.runs + 1):
-        steps = step_order(args.pilots, getattr(args, "order", "ladder"))
         print(f"run {run}/{args.runs} on {args.database}: {args.jobs} jobs, {args.task_queues} task queues, "
               f"pilots {','.join(map(str, steps))}", file=sys.stderr)
         with tempfile.TemporaryDirectory() as tmp:
             if kind is None:
-                runs.append(run_http_once(args.database, args, Path(tmp)))
+                runs.append(run_http_once(args.database, args, Path(tmp), steps))
                 continue
             with scratch_database(kind, Path(tmp), prefix="wms_bench") as url:
-                runs.append(run_http_once(url, args, Path(tmp)))
+                runs.append(run_http_once(url, args, Path(tmp), steps))
     summary = summarise(args, runs)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -529,15 +529,15 @@ def summarise(args, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
     rows = []
     for count in dict.fromkeys(args.pilots):
-        per_run = [row for r in runs for row in r["rows"] if row["pilots"] == count]
-        rows.append({"pilots": count, "steps": len(per_run), **{key: median(row[key] for row in per_run) for key in (
+        per_step = [row for r in runs for row in r["rows"] if row["pilots"] == count]
+        rows.append({"pilots": count, "steps": len(per_step), **{key: median(row[key] for row in per_step) for key in (
             "matches_per_second", "p50_ms", "p99_ms", "server_cpu_ms_per_match", "in_process_ratio",
             "refused_per_second", "no_match_per_second", "reconnects_per_second")},
-            "errors": sum(row["errors"] for row in per_run),
-            "refused_without_retry_after": sum(row.get("refused_without_retry_after", 0) for row in per_run),
-            "first_error": next((row["first_error"] for row in per_run if row["first_error"]), None),
+            "errors": sum(row["errors"] for row in per_step),
+            "refused_without_retry_after": sum(row.get("refused_without_retry_after", 0) for row in per_step),
+            "first_error": next((row["first_error"] for row in per_step if row["first_error"]), None),
             # each run's, as the kernel spread the pilots' connections
-            "connections_per_worker": [row.get("connections_per_worker") for row in per_run]})
+            "connections_per_worker": [row.get("connections_per_worker") for row in per_step]})
     first = rows[0]["matches_per_second"] if rows else None
     for row in rows:
         rate = row["matches_per_second"]

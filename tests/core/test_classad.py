@@ -334,6 +334,8 @@ def test_tokenize_positions_and_comments() -> None:
         ("[a = 1, b = 2]", "unexpected ','", 7),
         ("[;]", "a record of nothing but ';'", 1),
         ("(1; 2)", "unexpected ';'", 3),
+        ("[1 = 2]", "expected an attribute name, got '1'", 2),
+        ("x = 1", "unexpected '='", 3),
     ],
 )
 def test_an_expression_classad2_cannot_read_is_refused_where_it_goes_wrong(text: str, message: str, col: int) -> None:

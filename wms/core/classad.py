@@ -38,7 +38,7 @@ from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import classad2
 
@@ -445,6 +445,10 @@ def _is_name(tok: Token) -> bool:
     return tok.kind == NAME or tok.kind == IDENT and tok.text.lower() not in _KEYWORDS
 
 
+def _is_dot(tok: Token | None) -> TypeGuard[Token]:
+    return tok is not None and tok.kind == OP and tok.text == "."
+
+
 def check_operands(tokens: list[Token]) -> None:
     """The shape of balanced ClassAd tokens (:func:`_check_balanced`), as
     classad2 reads it: operands and operators in turn, every ``?`` with its
@@ -493,7 +497,7 @@ def check_operands(tokens: list[Token]) -> None:
                     prev.text == "-" and kind == NUMBER and tok.start == prev.end):
                 fail(f"{prev.text!r} right after '?:': put the value in parentheses", prev)
             elvis = None
-        if prev is not None and prev.kind == OP and prev.text == "." and not _is_name(tok):
+        if _is_dot(prev) and not _is_name(tok):
             fail("expected an attribute name after '.'", prev)
         if name_next and not (kind == PUNCT and text in ";]"):
             if not _is_name(tok):
@@ -541,7 +545,7 @@ def check_operands(tokens: list[Token]) -> None:
             item_ends(tok)
             if prev is not None and prev.kind == PUNCT and prev.text == ",":
                 fail(f"expected a value after ',', got {text!r}", tok)
-            opener, outer, outer_questions, outer_named = groups.pop() if groups else (tok, "top", 0, False)
+            opener, outer, outer_questions, outer_named = groups.pop()
             if prev is opener and kind_of_group in ("parentheses", "subscript"):
                 fail(f"nothing between {opener.text!r} and {text!r}", opener)     # () or x[]
             if kind_of_group == "record" and not named and prev is not opener:
@@ -567,12 +571,10 @@ def check_operands(tokens: list[Token]) -> None:
             fail(f"a whole number does not start with 0 ({text!r})", tok)
         else:
             expect, after = False, None
-        selected = prev is not None and prev.kind == OP and prev.text == "."   # x.f( is no call
+        selected = _is_dot(prev)          # x.f( is no call
         prev = tok
-    if prev is not None and prev.kind == OP and prev.text == ".":
+    if _is_dot(prev):
         fail("expected an attribute name after '.'", prev)
-    if equals_next and prev is not None:
-        fail(f"expected '=' after the attribute name {prev.text}", prev)
     if tokens:
         item_ends(tokens[-1])
 

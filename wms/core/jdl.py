@@ -457,6 +457,11 @@ def _read_plain(text: str) -> tuple[dict[str, Any], dict[str, Token]] | None:
         return None  # the general way finds the attribute at fault
 
 
+def _placed(exc: classad.ClassAdSyntaxError, source: str) -> JDLError:
+    """The JDL error of a ClassAd one, at its place in *source*."""
+    return JDLError(exc.message, where=f"{source}:{exc.line}:{exc.col}")
+
+
 def _read(text: str, source: str, shape_known: bool = False) -> tuple[dict[str, Any], dict[str, Token]]:
     """The top-level attributes of a JDL and where each one's name starts;
     *shape_known*: the text has been read before (a stored JDL), so the
@@ -467,7 +472,7 @@ def _read(text: str, source: str, shape_known: bool = False) -> tuple[dict[str, 
     try:
         tokens = classad.tokenize(text, hash_comments=True)
     except classad.ClassAdSyntaxError as exc:
-        raise JDLError(exc.message, where=f"{source}:{exc.line}:{exc.col}") from None
+        raise _placed(exc, source) from None
     if not tokens:
         raise JDLError("empty JDL: no attributes", where=source)
     checker = _Checker(tokens, source)
@@ -488,7 +493,7 @@ def _read(text: str, source: str, shape_known: bool = False) -> tuple[dict[str, 
         try:
             classad.check_operands(record)
         except classad.ClassAdSyntaxError as exc:
-            raise JDLError(exc.message, where=f"{source}:{exc.line}:{exc.col}") from None
+            raise _placed(exc, source) from None
     if not checker.dotted and _REWRITTEN_RE.search(text) is None:
         # tokens_to_text would only turn each run of blanks into one space;
         # classad2 reads any blanks alike, so the text can go as it is.
