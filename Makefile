@@ -4,11 +4,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-# Debian packages of the tests: the backend tests start a one-node Slurm and
-# an sshd of their own; the console's tests (tests/web) drive Chromium.
-TEST_PACKAGES := slurm-wlm munge openssh-server openssh-client chromium chromium-driver
+# Debian packages: pilots run every job in a bubblewrap sandbox (the demo's
+# too); the backend tests start a one-node Slurm and an sshd of their own;
+# the console's tests (tests/web) drive Chromium; the ARC tests start an
+# A-REX of their own (tests/arc.py).
+DEMO_PACKAGES := bubblewrap
+ARC_PACKAGES  := nordugrid-arc-arex nordugrid-arc-plugins-arcrest nordugrid-arc-arcctl nordugrid-arc-client
+TEST_PACKAGES := $(DEMO_PACKAGES) slurm-wlm munge openssh-server openssh-client chromium chromium-driver $(ARC_PACKAGES)
 
-.PHONY: demo test install clean bench fuzz test-packages reference
+.PHONY: demo test install clean bench fuzz test-packages demo-packages reference
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,16 +31,23 @@ test: $(STAMP) test-packages
 # Installs what is missing when root on Debian; otherwise says what is missing
 # (those tests then skip, or fail under CI=true).
 test-packages:
-	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory packages PACKAGES="$(TEST_PACKAGES)" \
+		WHY="needed by the sandboxed pilots, the Slurm, ssh, ARC and console tests"
+
+demo-packages:
+	@$(MAKE) --no-print-directory packages PACKAGES="$(DEMO_PACKAGES)" WHY="the pilots' sandbox"
+
+packages:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else \
-		echo "not installed:$$missing (needed by the Slurm, ssh and console tests; run 'make test-packages' as root)"; \
+		echo "not installed:$$missing ($(WHY); run 'make test-packages' as root)"; \
 	fi
 
-demo: $(STAMP)
+demo: $(STAMP) demo-packages
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m wms.demo
 
 # The property-based tests (tests/fuzz), the hostile-input tests against

@@ -4,7 +4,7 @@ Stock Celery beat has no notion of another beat: two of them send every
 agent twice per period. Here a beat dispatches only while it holds the beat
 lock, a Redis key (``wms:beat-lock``, on the broker's Redis) set with an
 expiry of wms.yaml ``beat_lock_timeout`` and renewed on every tick by its
-owner (compare-and-expire, agents/locks.py). A second beat finds the key
+owner (redis-py's lock, extended each tick: agents/locks.py). A second beat finds the key
 held and stays idle, trying again every third of the timeout; when the
 first one stops it frees the key at once, when it dies the key expires,
 and the standby takes over. The idea is RedBeat's (a lock extended every

@@ -7,9 +7,13 @@ conditional updates (``... WHERE lease_expires < :now``, pool deletes that
 re-check, the SiteDirector's per-queue row lock), so a run without the lock
 (Redis down, lock expired mid-run) is still safe.
 
-Acquisition is one atomic ``SET key token NX PX ttl``; the token is random
-per acquisition, and release is a compare-and-delete in a Lua script, so a
-run whose lock expired and was taken by another never deletes the other's.
+The locks are redis-py's own (``redis.lock.Lock``): acquisition is one
+atomic ``SET key token NX PX ttl`` with a random token per acquisition,
+and release and extension are compare-and-act Lua scripts, so a run whose
+lock expired and was taken by another never deletes or extends the
+other's. Renewal (the beat's, every tick) adds one thing: a key that is
+gone (a restarted Redis without persistence lost it) is taken again with
+the same token, since no one else holds it.
 The TTL must exceed the longest expected run (agents.celery_app.AgentTiming).
 """
 
@@ -21,59 +25,48 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis
+from redis.exceptions import LockNotOwnedError
+from redis.lock import Lock
 
 log = logging.getLogger("wms.agents.locks")
 
 KEY_PREFIX = "wms:agent-lock:"
-
-# Delete the key only if it still holds our token.
-_RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-    return redis.call('del', KEYS[1])
-end
-return 0
-"""
-
-# Extend the key's expiry only if it still holds our token; take it again if
-# it is gone (a restarted Redis without persistence lost it): 1 = held.
-_RENEW = """
-local owner = redis.call('get', KEYS[1])
-if owner == ARGV[1] then
-    return redis.call('pexpire', KEYS[1], ARGV[2])
-end
-if not owner then
-    if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-        return 1
-    end
-end
-return 0
-"""
-
-
-def _ms(seconds: float) -> int:
-    return max(1, int(seconds * 1000))
 
 
 def lock_key(name: str) -> str:
     return KEY_PREFIX + name
 
 
+def _lock(client: redis.Redis, key: str, ttl: float, token: str | None = None) -> Lock:
+    """redis-py's lock on ``key`` (never waiting for it), as held by ``token`` when given."""
+    lock = Lock(client, key, timeout=ttl, blocking=False)
+    if token is not None:
+        lock.local.token = token.encode()
+    return lock
+
+
 def acquire_key(client: redis.Redis, key: str, ttl: float) -> str | None:
     """Take the lock ``key`` for ``ttl`` seconds: its owner token, or None if held."""
     token = uuid.uuid4().hex
-    if client.set(key, token, nx=True, px=_ms(ttl)):
-        return token
-    return None
+    return token if _lock(client, key, ttl).acquire(token=token) else None
 
 
 def renew_key(client: redis.Redis, key: str, token: str, ttl: float) -> bool:
     """Keep holding ``key`` for ``ttl`` more seconds; False if another holds it now."""
-    return bool(client.eval(_RENEW, 1, key, token, _ms(ttl)))
+    try:
+        return bool(_lock(client, key, ttl, token).extend(ttl, replace_ttl=True))
+    except LockNotOwnedError:
+        # Gone, or another's: take it again if gone (NX), with the same token.
+        return bool(_lock(client, key, ttl).acquire(token=token))
 
 
 def release_key(client: redis.Redis, key: str, token: str) -> bool:
     """Release ``key`` if ``token`` still owns it; False if it expired or belongs to another."""
-    return bool(client.eval(_RELEASE, 1, key, token))
+    try:
+        _lock(client, key, 1, token).release()
+    except LockNotOwnedError:
+        return False
+    return True
 
 
 def acquire(client: redis.Redis, name: str, ttl: float) -> str | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from wms.services.matcher import expire_leases, reap_stalled
+from wms.services.deletion import purge_deleted_jobs
+from wms.services.leases import expire_leases, reap_stalled
 from wms.services.pools import clean_submit_pools, refresh_submit_pools
 from wms.services.reservations import manage as manage_reservations
 from wms.services.runtime import Runtime
@@ -31,4 +32,7 @@ AGENTS: dict[str, Agent] = {
     # Sandboxes of jobs finished more than sandboxes.max_age ago, and uploads
     # no submission took, go (services/sandboxes.py).
     "sandbox_cleaner": clean_sandboxes,
+    # Deleted jobs (wms delete) go, with their history, JDL, output and
+    # sandboxes, deleted_job_retention after their deletion.
+    "job_purger": purge_deleted_jobs,
 }

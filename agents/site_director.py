@@ -10,7 +10,9 @@ submits the missing pilots through the queue's backend (resources.yaml
 ``Backend``, default ``local``), with the queue's pools as ``--pools``,
 per VO with waiting jobs: each pilot carries its own token of that VO, and
 the queue's VO block may cap that VO's pilots (MaxWaitingPilots,
-MaxTotalPilots there).
+MaxTotalPilots there). Where its last rounds of pilots for a VO ended
+without running anything, it waits before sending more, longer after
+each such round, until one there runs a job (wms.core.pilot_backoff).
 
 Safe to run twice at once: the count and the new pilot records are one
 transaction under the queue's lock row (wms.services.pilots.reserve_pilots;
@@ -28,7 +30,7 @@ from billiard.exceptions import SoftTimeLimitExceeded
 
 from wms.core.scheduling import parameter
 from wms.services import pilots as pilots_service
-from wms.services.computing_elements import DEFAULT_BACKEND, PilotLauncher
+from wms.backends.base import DEFAULT_BACKEND, PilotLauncher
 from wms.services.runtime import Runtime
 
 log = logging.getLogger("wms.agents.site_director")
@@ -55,6 +57,14 @@ def site_director(runtime: Runtime, now: datetime, *, launcher: PilotLauncher) -
             if waiting == 0:
                 continue
             vo_params = runtime.resources_for(vo).queue_parameter_map(ref)
+            # Its last pilots there ran nothing: wait before sending more (core/pilot_backoff.py).
+            until = pilots_service.paused_until(runtime, ref, vo)
+            if until is not None and until > now:
+                seen = report["queues"].setdefault(ref.name, {"waiting_jobs": entry["waiting"], "new": 0, "vo": {}})
+                seen["vo"][vo] = {"waiting_jobs": waiting, "new": 0, "paused_until": until.isoformat()}
+                log.info("SiteDirector: no pilot of %s to %s until %s: its last pilots there ran nothing",
+                         vo, ref.name, until.isoformat())
+                continue
             try:
                 backend = launcher.backend(backend_name)
                 reserved = pilots_service.reserve_pilots(runtime, ref, backend_name, vo, waiting, limits,

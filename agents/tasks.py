@@ -20,7 +20,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import redis
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_ready
 
 from agents import site_director
 from agents.celery_app import app, task_name
@@ -129,3 +129,17 @@ submit_pool_cleaner = TASKS["submit_pool_cleaner"]
 lease_reaper = TASKS["lease_reaper"]
 site_director_task = TASKS["site_director"]
 sandbox_cleaner = TASKS["sandbox_cleaner"]
+job_purger = TASKS["job_purger"]
+
+
+@worker_ready.connect
+def _refresh_pools_at_start(**_: Any) -> None:
+    """A worker that starts refreshes the pool map at once, as the in-process
+    scheduler runs every agent at start: a queue added to resources.yaml is
+    served once the workers restart, not a submit_pool_refresh period later
+    (the beat keeps its rhythm across restarts). The agent's lock makes the
+    runs of several workers starting together one."""
+    try:
+        submit_pool_refresher.delay()
+    except Exception as exc:  # noqa: BLE001 - the periodic run still comes; a worker must start regardless
+        log.warning("could not send the start-up refresh of the pool map: %s", exc)

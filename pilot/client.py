@@ -113,12 +113,17 @@ class Client:
 
     def call(self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None, *,
              raw: BinaryIO | None = None, headers: Mapping[str, str] | None = None,
-             sink: Callable[[Any], Any] | None = None) -> Any:
+             sink: Callable[[Any], Any] | None = None, retries: int | None = None,
+             timeout: float | None = None, busy_patience: float | None = None) -> Any:
         """One call with retries; returns the decoded JSON body.
 
         ``raw``: a file sent as the body instead of JSON (rewound for each
         try); ``sink``: given the response instead of decoding it (a
-        download), its result returned."""
+        download), its result returned. ``retries``, ``timeout`` and
+        ``busy_patience`` override the client's for this call."""
+        retries = self.retries if retries is None else max(0, retries)
+        timeout = self.timeout if timeout is None else timeout
+        busy_patience = self.busy_patience if busy_patience is None else busy_patience
         url = self.base + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
@@ -136,7 +141,7 @@ class Client:
                 raw.seek(0)
             request = urllib.request.Request(url, data=raw if raw is not None else data, headers=sent, method=method)
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                with urllib.request.urlopen(request, timeout=timeout) as response:
                     if sink is not None:
                         return sink(response)
                     answer = response.read()
@@ -152,7 +157,7 @@ class Client:
                 asked = retry_after(exc.headers.get("Retry-After")) if status in BUSY else None
                 if asked is not None:
                     delay = busy_delay(asked)
-                    if busy_waited + delay <= self.busy_patience:
+                    if busy_waited + delay <= busy_patience:
                         log.info("%s %s: server busy (HTTP %d), asking again in %.1f s", method, path, status, delay)
                         self.sleep(delay)
                         busy_waited += delay
@@ -162,10 +167,10 @@ class Client:
                 error = NetworkError(f"{method} {path}: {reason}")
             except ValueError as exc:  # a body that is not JSON: not worth retrying
                 raise NetworkError(f"{method} {path}: bad JSON answer: {exc}") from None
-            if attempt >= self.retries:
+            if attempt >= retries:
                 raise error
             delay = self.backoff * (2**attempt) * (0.5 + random.random())
-            log.warning("%s; retry %d/%d in %.1f s", error, attempt + 1, self.retries, delay)
+            log.warning("%s; retry %d/%d in %.1f s", error, attempt + 1, retries, delay)
             self.sleep(delay)
             attempt += 1
 
@@ -198,19 +203,32 @@ class Client:
 
     def pilot_status(
         self, job_id: int, pilot_id: str, status: str, minor_status: str, exit_code: int | None,
-        attempt: int | None = None,
+        attempt: int | None = None, ended_ago: float | None = None,
     ) -> dict[str, Any]:
         body = {"pilot_id": pilot_id, "status": status, "minor_status": minor_status, "exit_code": exit_code,
-                "attempt": attempt}
+                "attempt": attempt, **({"ended_ago": round(ended_ago, 3)} if ended_ago is not None else {})}
         return self.call("POST", f"/jobs/{job_id}/pilot-status", body)
 
-    def renew_token(self, pilot_id: str) -> dict[str, Any]:
-        """Renew this pilot's token (pilot/credentials.py): ``ExpiresIn`` seconds, null for no end."""
-        answer = self.call("POST", "/pilots/token/renew", {"pilot_id": pilot_id})
+    def renew_token(self, pilot_id: str, declaration: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Renew this pilot's token (pilot/credentials.py): ``ExpiresIn`` seconds, null for no end.
+        ``declaration``: the pilot's slots and isolation; a server that does
+        not know them (HTTP 422) is asked again without."""
+        body: dict[str, Any] = {"pilot_id": pilot_id, **(declaration or {})}
+        try:
+            answer = self.call("POST", "/pilots/token/renew", body)
+        except ApiError as exc:
+            if exc.status != 422 or not declaration:
+                raise
+            log.info("the server takes no pilot declaration (HTTP 422): renewing without")
+            answer = self.call("POST", "/pilots/token/renew", {"pilot_id": pilot_id})
         return answer if isinstance(answer, dict) else {}
 
-    def heartbeat(self, job_id: int, pilot_id: str, attempt: int | None = None) -> dict[str, Any]:
-        answer = self.call("POST", f"/jobs/{job_id}/heartbeat", {"pilot_id": pilot_id, "attempt": attempt})
+    def heartbeat(self, job_id: int, pilot_id: str, attempt: int | None = None, *,
+                  timeout: float | None = None) -> dict[str, Any]:
+        """One try, no waiting out a busy server: the next heartbeat is the retry,
+        and the job's lease (pilot/leases.py) says how long to keep trying."""
+        answer = self.call("POST", f"/jobs/{job_id}/heartbeat", {"pilot_id": pilot_id, "attempt": attempt},
+                           retries=0, timeout=timeout, busy_patience=0)
         return answer if isinstance(answer, dict) else {}
 
     def output(self, job_id: int, pilot_id: str, stdout: str, stderr: str, truncated: bool,

@@ -20,14 +20,27 @@ of it has passed. What happens when renewal fails:
   runs them again once their heartbeats stop), and exits with
   EXIT_CREDENTIAL.
 
-A token without an end (``--lifetime never``) is never renewed. Standard
-library only.
+A token without an end (``--lifetime never``) is never renewed. Each
+renewal also carries the pilot's declaration: its slots (the server never
+lets the token hold more) and how its payloads are isolated.
+
+Out of a payload's reach (:func:`protect_process`, :func:`forget_token_file`):
+the pilot marks itself non-dumpable at once (``prctl(PR_SET_DUMPABLE, 0)``),
+so that no other process of its Unix user can read its memory, its
+environment or its open files through /proc, nor attach to it with ptrace;
+the token lives in its memory only. A token file is invisible to sandboxed
+payloads (pilot/isolation.py); where they run unisolated, the pilot removes
+the file once it has read it (unless told ``--keep-token-file``).
+
+Standard library only.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
-import os
+import sys
 import threading
 import time
 from collections.abc import Callable, MutableMapping
@@ -39,8 +52,10 @@ from pilot.client import ApiError, Client, ClientError
 log = logging.getLogger("pilot.credentials")
 
 TOKEN_ENV = ("WMS_PILOT_TOKEN", "WMS_TOKEN")
+STDIN = "-"
 EXIT_CREDENTIAL = 3
 CREDENTIAL_LOST = "Pilot credential lost"
+PR_SET_DUMPABLE = 4
 # Seconds between attempts after a failed renewal, and the shortest wait before one.
 RETRY_EVERY = 60.0
 MIN_WAIT = 5.0
@@ -48,11 +63,14 @@ MIN_WAIT = 5.0
 
 def load_token(token: str | None, token_file: str | Path | None, env: MutableMapping[str, str],
                scrub: bool = False) -> str | None:
-    """The bearer token: ``--token``, then ``--token-file``, then
+    """The bearer token: ``--token``, then ``--token-file`` (``-``: standard
+    input, read to its end: how the SiteDirector hands it over), then
     WMS_PILOT_TOKEN, then WMS_TOKEN; ``scrub`` removes those variables from ``env``."""
     found: str | None = None
     if token:
         found = token.strip()
+    elif token_file == STDIN:
+        found = sys.stdin.read().strip()
     elif token_file:
         found = Path(token_file).read_text().strip()
     else:
@@ -65,6 +83,40 @@ def load_token(token: str | None, token_file: str | Path | None, env: MutableMap
         for name in TOKEN_ENV:
             env.pop(name, None)
     return found or None
+
+
+def protect_process() -> bool:
+    """Make this process non-dumpable: its /proc files (environ, mem, fd, ...)
+    become root's, and ptrace by processes of the same user is refused.
+    True if done (Linux); the flag is not inherited across exec, so the
+    jobs and the watchdog, which hold no token, are not affected."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        done = libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        done = False
+    if not done:
+        log.warning("could not make the pilot non-dumpable: processes of this user can read its memory")
+    return done
+
+
+def forget_token_file(path: str | Path, keep: bool = False) -> None:
+    """Remove the token file the pilot has read: its payloads run unisolated and
+    could read it. ``keep`` (--keep-token-file) leaves it, with a warning."""
+    if str(path) == STDIN or not Path(path).is_file():
+        return                      # standard input, a pipe: nothing stays behind
+    if keep:
+        log.warning("--keep-token-file: %s stays, readable by every unisolated payload of this pilot", path)
+        return
+    try:
+        Path(path).unlink()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        log.warning("could not remove the token file %s (%s): unisolated payloads can read it", path, exc)
+        return
+    log.warning("removed the token file %s: payloads run unisolated and could read it "
+                "(--keep-token-file keeps it)", path)
 
 
 def next_wait(expires_in: float) -> float:
@@ -82,9 +134,11 @@ class Keeper:
     refusal or at the token's end calls ``lost(reason)`` once and ends."""
 
     def __init__(self, client: Client, pilot_id: str, stop: threading.Event,
-                 lost: Callable[[str], Any], clock: Callable[[], float] = time.monotonic) -> None:
+                 lost: Callable[[str], Any], clock: Callable[[], float] = time.monotonic,
+                 declaration: dict[str, Any] | None = None) -> None:
         self.client = client
         self.pilot_id = pilot_id
+        self.declaration = declaration or {}
         self.stop = stop
         self.lost = lost
         self.clock = clock
@@ -97,7 +151,7 @@ class Keeper:
         """One renewal; True if the token was renewed (or needs none).
         A refusal sets ``failed``; a network failure only returns False."""
         try:
-            answer = self.client.renew_token(self.pilot_id)
+            answer = self.client.renew_token(self.pilot_id, self.declaration)
         except ApiError as exc:
             if exc.status in (401, 403):
                 self.failed = exc.detail
@@ -148,10 +202,3 @@ class Keeper:
                 self.lost(reason)
                 return
             wait = min(retry_wait(left), left)
-
-
-def scrub_environment(env: MutableMapping[str, str] | None = None) -> None:
-    """Remove the token variables (default: from this process's environment)."""
-    env = os.environ if env is None else env
-    for name in TOKEN_ENV:
-        env.pop(name, None)

@@ -53,6 +53,7 @@ subprocess in tests.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import secrets
@@ -70,8 +71,11 @@ from typing import Any
 
 from pilot import __version__, logs
 from pilot.backoff import empty_delay
-from pilot.client import DEFAULT_URL, MAX_BATCH, ApiError, Client, ClientError
-from pilot.credentials import CREDENTIAL_LOST, EXIT_CREDENTIAL, Keeper, load_token
+from pilot.client import API_PREFIX, DEFAULT_URL, MAX_BATCH, ApiError, Client, ClientError
+from pilot.credentials import CREDENTIAL_LOST, EXIT_CREDENTIAL, Keeper, forget_token_file, load_token, protect_process
+from pilot.leases import call_timeout
+from pilot.isolation import (APPTAINER, BUBBLEWRAP, DEFAULT_APPTAINER_COMMAND, MODES, NONE, Isolation, inherited,
+                             probe, template_problem)
 from pilot.orphans import Sessions, end_orphans, private_dir
 from pilot.probe import NodeInfo, cpu_count, hostname, probe_node
 from pilot.sandboxes import SandboxCalls
@@ -125,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-empty", type=int, default=3, help="stop a slot after N consecutive no-match answers")
     p.add_argument("--poll", type=float, default=5.0,
                    help="seconds to wait after an empty answer (doubled after each further one, up to 8x, with jitter)")
-    p.add_argument("--heartbeat", type=float, default=60.0, help="seconds between heartbeats of a running job")
+    p.add_argument("--heartbeat", type=float, default=60.0, help="seconds between heartbeats of a running job (more often when its "
+                        "lease needs it: an eighth of the lease)")
     p.add_argument("--workdir", help="where job directories go (default: a temporary directory, removed at exit)")
     p.add_argument("--output-limit", type=int, default=DEFAULT_OUTPUT_LIMIT,
                    help="bytes of stdout and of stderr uploaded (the tail)")
@@ -146,6 +151,23 @@ def build_parser() -> argparse.ArgumentParser:
                    "ends those of a dead predecessor (default: wms-pilot-UID in the temporary directory)")
     p.add_argument("--patience", type=float, default=DEFAULT_PATIENCE,
                    help="seconds a finished job's output upload and report are retried while the server is away")
+    p.add_argument("--isolation", choices=MODES, default=env.get("WMS_PILOT_ISOLATION", BUBBLEWRAP),
+                   help="the sandbox each job runs in (default bubblewrap; none only by choice: payloads then run "
+                        "beside the pilot; env WMS_PILOT_ISOLATION)")
+    p.add_argument("--isolation-paths", help="P1,P2: more read-only paths payloads see (bubblewrap; the system's "
+                   "directories and the pilot's Python are always there)")
+    p.add_argument("--isolation-command", default=DEFAULT_APPTAINER_COMMAND,
+                   help="the command that runs a job for --isolation apptainer, the job's command appended; "
+                        "{job_dir} and {image} are filled in")
+    p.add_argument("--isolation-image", default="", help="the container image of --isolation apptainer")
+    p.add_argument("--if-no-isolation", choices=["owner", "run"], default="owner",
+                   help="when the sandbox does not work on this node (no user namespaces, no bwrap): take only "
+                        "the jobs of this pilot's own user (owner), or run every job unisolated (run)")
+    p.add_argument("--job-env", help="NAME,PREFIX_*: more of the pilot's environment for its payloads (they "
+                   "get only PATH, LANG, LC_*, TZ, TERM and SLURM_* of it otherwise)")
+    p.add_argument("--keep-token-file", action="store_true",
+                   help="leave --token-file in place even when jobs run unisolated (it is removed then, since "
+                        "a payload could read it)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    type=str.upper)
     return p
@@ -180,6 +202,10 @@ class Settings:
     log_level: str
     patience: float = DEFAULT_PATIENCE
     state_dir: Path | None = None
+    isolation: Isolation = Isolation()
+    if_no_isolation: str = "owner"
+    token_file: str | None = None
+    keep_token_file: bool = False
 
 
 def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settings:
@@ -201,6 +227,12 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settin
     for name in ("poll", "heartbeat", "lifetime"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name} must be positive")
+    if args.isolation == APPTAINER:
+        problem = template_problem(args.isolation_command)
+        if problem:
+            parser.error(f"--isolation-command: {problem}")
+        if "{image}" in args.isolation_command and not args.isolation_image:
+            parser.error("--isolation apptainer needs --isolation-image (the container the jobs run in)")
     return Settings(
         url=args.url,
         token=token,
@@ -227,6 +259,13 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settin
         log_level=args.log_level,
         patience=args.patience,
         state_dir=Path(args.state_dir) if args.state_dir else default_state_dir(),
+        isolation=Isolation(mode=args.isolation, paths=tuple(split_list(args.isolation_paths)),
+                            command=args.isolation_command, image=args.isolation_image,
+                            note="chosen with --isolation none" if args.isolation == NONE else "",
+                            env_names=tuple(split_list(args.job_env))),
+        if_no_isolation=args.if_no_isolation,
+        token_file=None if args.token else args.token_file,
+        keep_token_file=args.keep_token_file,
     )
 
 
@@ -234,8 +273,16 @@ class Pilot:
     """The slot workers and the shared state they need."""
 
     def __init__(self, settings: Settings, client: Client, workdir: Path, stop: Stop | None = None,
-                 sessions: Sessions | None = None) -> None:
+                 sessions: Sessions | None = None, isolation: Isolation | None = None,
+                 owner_only: bool = False) -> None:
         self.s = settings
+        # How payloads run (pilot/isolation.py); owner_only: no sandbox here,
+        # so only jobs of this pilot's own user are asked for.
+        self.isolation = isolation or settings.isolation
+        self.owner_only = owner_only
+        # WMS_URL as the command line takes it: the server, not its API's path.
+        self.job_env = {**inherited(os.environ, settings.isolation.env_names),
+                        "WMS_URL": client.base.removesuffix(API_PREFIX)}
         self.sessions = sessions
         self.client = client
         self.workdir = workdir
@@ -294,14 +341,24 @@ class Pilot:
             "cpu_time_left": self.cpu_time_left(),
             "tags": self.s.tags,
             "pilot_id": self.s.pilot_id,
+            **({"owner_only": True} if self.owner_only else {}),
         }
 
-    def reporter(self, attempt: int | None) -> Reporter:
-        """The server calls for one job, quoting the attempt it was handed out in."""
+    def declaration(self) -> dict[str, Any]:
+        """What the pilot tells the server of itself with each token renewal: its
+        slots (the most its token may hold) and how its payloads are isolated."""
+        return {"slots": self.s.slots, "isolation": self.isolation.mode,
+                **({"isolation_note": self.isolation.note[:200]} if self.isolation.note else {})}
+
+    def reporter(self, attempt: int | None, spec: JobSpec | None = None) -> Reporter:
+        """The server calls for one job, quoting the attempt it was handed out in;
+        its heartbeats wait for an answer no longer than its lease allows."""
         pid, client = self.s.pilot_id, self.client
+        beat_timeout = call_timeout(self.s.http_timeout, spec.lease, spec.run_lease) if spec else None
         return Reporter(
-            status=lambda job_id, status, minor, code: client.pilot_status(job_id, pid, status, minor, code, attempt),
-            heartbeat=lambda job_id: bool(client.heartbeat(job_id, pid, attempt).get("Kill")),
+            status=lambda job_id, status, minor, code, ended_ago=None: client.pilot_status(
+                job_id, pid, status, minor, code, attempt, ended_ago=ended_ago),
+            heartbeat=lambda job_id: bool(client.heartbeat(job_id, pid, attempt, timeout=beat_timeout).get("Kill")),
             output=lambda job_id, out, err, cut: client.output(job_id, pid, out, err, cut, attempt),
             sandbox=SandboxCalls(
                 manifest=lambda job_id: client.sandbox(job_id, pid, attempt),
@@ -341,7 +398,9 @@ class Pilot:
                 try:
                     spec = JobSpec.from_match(job)
                 except (KeyError, TypeError, ValueError) as exc:
-                    log.error("unusable job in the answer (%s): %r", exc, job)
+                    # Not the whole answer: it holds the payload's job token.
+                    log.error("unusable job in the answer (%s): job %r", exc,
+                              job.get("JobID") if isinstance(job, dict) else type(job).__name__)
                     continue
                 slots = spec.slots
                 if slots > left:
@@ -446,13 +505,15 @@ class Pilot:
                 result = run_job(
                     spec,
                     self.workdir,
-                    self.reporter(spec.attempt),
+                    self.reporter(spec.attempt, spec),
                     heartbeat_interval=self.s.heartbeat,
                     output_limit=self.s.output_limit,
                     grace=self.s.grace,
                     stop=self.stop,
                     patience=self.s.patience,
                     sessions=self.sessions,
+                    isolation=self.isolation,
+                    base_env=self.job_env,
                 )
                 log.info("slot %d: job %d %s: %s", index, spec.job_id, result.status, result.minor_status)
             except Exception:  # a bug in one job's handling must not end the pilot
@@ -470,7 +531,12 @@ class Pilot:
         """Run the workers until they all end; returns the exit code."""
         log.info("node %s: %d cores, arch %s, platform %s, %d slot(s), lifetime %.0f s",
                  self.node.host, self.node.cores, self.node.arch, self.node.platform, self.s.slots, self.s.lifetime)
-        keeper = Keeper(self.client, self.s.pilot_id, self.stop, self.lose_credential)
+        if self.isolation.isolated:
+            log.info("payloads run isolated: %s", self.isolation.describe())
+        else:
+            log.warning("payloads run WITHOUT isolation: %s%s", self.isolation.describe(),
+                        "; only this pilot's own user's jobs are taken" if self.owner_only else "")
+        keeper = Keeper(self.client, self.s.pilot_id, self.stop, self.lose_credential, declaration=self.declaration())
         if not keeper.start():
             log.error("the server refuses this pilot's token: %s", keeper.failed)
             return EXIT_CREDENTIAL
@@ -506,8 +572,31 @@ def install_signal_handlers(stop: Stop) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def settle_isolation(settings: Settings, workdir: Path) -> tuple[Isolation, bool]:
+    """The isolation this node allows, and whether only the pilot's own user's
+    jobs may run: the sandbox is tried once for real; where it fails the pilot
+    says so and follows --if-no-isolation."""
+    wanted = settings.isolation
+    scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workdir))
+    try:
+        problem = probe(wanted, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if problem is None:
+        return wanted, False
+    owner_only = settings.if_no_isolation == "owner"
+    log.error("isolation %s does not work on this node: %s; %s", wanted.mode, problem,
+              "taking only this pilot's own user's jobs (--if-no-isolation owner)" if owner_only
+              else "running every job WITHOUT isolation (--if-no-isolation run)")
+    note = f"{wanted.mode} does not work on this node: {problem}"
+    return dataclasses.replace(wanted, mode=NONE, note=note), owner_only
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``wms-pilot``; returns the exit code."""
+    # First of all: no process of this user may read the pilot's memory or
+    # environment (its token) through /proc or ptrace (pilot/credentials.py).
+    protect_process()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -515,6 +604,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: usage errors are 2, --help is 0
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     logs.setup(settings.pilot_id, settings.log_level)
+    if os.geteuid() == 0:
+        log.warning("running as root: a pilot should run as an unprivileged user (a payload that escaped its "
+                    "sandbox would hold the whole node)")
     stop = Stop(leave_jobs_on_term=settings.leave_jobs_on_term)
     install_signal_handlers(stop)
     own_workdir = settings.workdir is None
@@ -536,10 +628,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ended = end_orphans(state_dir)
     if ended:
         log.warning("ended %d job session(s) left by dead pilots on this node", ended)
+    isolation, owner_only = settle_isolation(settings, workdir)
+    if settings.token_file and not isolation.isolated:
+        forget_token_file(settings.token_file, settings.keep_token_file)
     sessions = Sessions(state_dir, settings.pilot_id)
     sessions.start_watchdog()
     try:
-        return Pilot(settings, client, workdir, stop, sessions).run()
+        return Pilot(settings, client, workdir, stop, sessions, isolation, owner_only).run()
     finally:
         sessions.close()
         if own_workdir:

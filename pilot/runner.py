@@ -10,12 +10,20 @@ The child
     in a new session (so a new process group) in ``<workdir>/<JobID>``,
     where the job's input sandbox files are first written (checked against
     their SHA-256; pilot/sandboxes.py), and from where the files its
-    OutputSandbox names are sent after it ends,
-    stdin from /dev/null, stdout/stderr to ``std.out``/``std.err`` there.
-    Environment: the pilot's, minus the pilot's own credential
-    (``WMS_TOKEN``, ``WMS_PILOT_TOKEN``), plus the job's ``Environment``,
-    plus ``WMS_JOB_ID`` and ``WMS_JOB_DIR`` (these two last, so a job
-    cannot fake them).
+    OutputSandbox names are sent after it ends. An Executable that names a
+    file of that directory (``run.sh`` brought by the input sandbox) is run
+    from there, made executable, as DIRAC's job wrapper does; any other is
+    looked up in PATH. stdin from /dev/null, stdout/stderr to the files the
+    JDL's StdOutput/StdError name there (default ``std.out``/``std.err``;
+    one name for both gets both),
+    inside the pilot's sandbox (pilot/isolation.py: the sandbox tool is the
+    session's leader, the job runs in a PID namespace of its own).
+    Environment: of the pilot's, only what pilot.isolation.inherited lets
+    through (PATH, the locale, TERM, SLURM_*, the site's --job-env names),
+    never the pilot's own credential (``WMS_TOKEN``, ``WMS_PILOT_TOKEN``);
+    ``HOME`` the job's directory; then the job's ``Environment``; then
+    ``WMS_JOB_ID``, ``WMS_JOB_DIR`` and the job's own token
+    ``WMS_JOB_TOKEN`` (these last, so a job cannot fake them).
 
 Limits enforced (Grid Engine queue_conf(5) meanings)
     ``h_rt``      wall clock. When reached: SIGTERM to the job's process
@@ -45,15 +53,25 @@ Limits enforced (Grid Engine queue_conf(5) meanings)
     Kill          a heartbeat answering ``Kill: true``, or HTTP 409 on any
                   job call: the job is terminated and nothing more is
                   reported for it (no output, no status).
+    lease         half the job's lease gone by since the last heartbeat
+                  that was answered was sent (pilot/leases.py): the pilot
+                  is cut off, and the server will hand the job out again
+                  once the whole lease has passed. The job is terminated
+                  (a grace of at most an eighth of the lease) and nothing
+                  more is reported for this attempt. Heartbeats run on a
+                  thread of their own, so a call hanging on a cut network
+                  delays none of the limits above.
     runner fault  an unexpected exception in the runner itself (a defect,
                   not the job's doing): the job is terminated as above and
                   reported Failed "Pilot error: <what>", at once, rather
                   than left Running with no one watching it until the
                   server misses its heartbeats.
 
-Processes that escape with ``setsid()`` or that are reparented and exit
-before a poll are beyond the pilot's sight; that is the limit of a
-user-space watchdog without cgroups. When the leader ends, everything left
+Unisolated, processes that escape with ``setsid()`` or that are
+reparented and exit before a poll are beyond the pilot's sight; that is
+the limit of a user-space watchdog without cgroups. In a sandbox they
+cannot escape: the kernel ends every process of its PID namespace when
+its init ends. When the leader ends, everything left
 in its group and session is SIGKILLed *before* the leader is reaped, so the
 group id cannot have been reused by then.
 """
@@ -66,6 +84,7 @@ import os
 import resource
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -76,9 +95,11 @@ from pathlib import Path
 from typing import Any
 
 from pilot.client import ClientError, JobLost
+from pilot.leases import SHARE, Heartbeats, Lease, lease_clock
+from pilot.isolation import Isolation, inherited
 from pilot.logs import job_context
 from pilot.orphans import Sessions
-from pilot.sandboxes import SandboxCalls, SandboxError, fetch_inputs, send_outputs
+from pilot.sandboxes import SandboxCalls, SandboxError, fetch_inputs, safe_name, send_outputs
 
 # What a job's process runs first: it waits until the pilot has registered
 # its session (and set its limits), then becomes the job's program. A
@@ -106,6 +127,9 @@ DEFAULT_OUTPUT_LIMIT = 1 << 20
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # Variables of the pilot that a user job must not inherit.
 PRIVATE_ENV = ("WMS_TOKEN", "WMS_PILOT_TOKEN")
+JOB_TOKEN_ENV = "WMS_JOB_TOKEN"
+# What bwrap prints when the job's program cannot be started inside the sandbox.
+SANDBOX_EXEC_FAILED = "bwrap: execvp "
 
 DONE_MINOR = "Execution Complete"
 # How long the output upload and the final report are retried across a
@@ -117,6 +141,7 @@ RUNNING_MINOR = "Application"
 INPUT_SANDBOX_MINOR = "Input sandbox not downloaded"
 OUTPUT_SANDBOX_MINOR = "Output sandbox not stored"
 RUNNER_FAULT_MINOR = "Pilot error: {error}"
+LEASE_MINOR = "Lease expired: no heartbeat answered for half the job's lease"
 
 
 # -- the job ----------------------------------------------------------------
@@ -141,10 +166,17 @@ class JobSpec:
     # Which hand-out of the job this is; every report quotes it (fencing).
     attempt: int | None = None
     slots: int = 1
+    # The start window, then the running lease (pilot/leases.py); None: no lease promised.
     lease: float | None = None
+    run_lease: float | None = None
     limits: Limits = field(default_factory=Limits)
     environment: Mapping[str, str] = field(default_factory=dict)
     jdl: str = ""
+    # The payload's own credential (WMS_JOB_TOKEN): good for this job and attempt only.
+    job_token: str = ""
+    # The files of the job's directory its streams go to (JDL StdOutput/StdError).
+    stdout_name: str = STDOUT_NAME
+    stderr_name: str = STDERR_NAME
 
     @classmethod
     def from_match(cls, job: Mapping[str, Any]) -> JobSpec:
@@ -163,10 +195,44 @@ class JobSpec:
             arguments=str(job.get("Arguments") or ""),
             slots=max(1, int(job.get("Slots") or 1)),
             lease=None if job.get("Lease") is None else float(job["Lease"]),
+            run_lease=None if job.get("RunLease") is None else float(job["RunLease"]),
             limits=Limits(h_rt=seconds("h_rt"), s_rt=seconds("s_rt"), cpu_time=seconds("cpu_time")),
             environment={str(k): str(v) for k, v in env.items()},
             jdl=str(job.get("JDL") or ""),
+            job_token=str(job.get("JobToken") or ""),
+            stdout_name=_stream_name(job.get("StdOutput"), STDOUT_NAME),
+            stderr_name=_stream_name(job.get("StdError"), STDERR_NAME),
         )
+
+
+def _stream_name(name: Any, default: str) -> str:
+    """A stream's file as the server named it; the default for a name that is
+    not a plain file name of the job's directory (the server checks it too)."""
+    try:
+        return safe_name(name) if name else default
+    except SandboxError:
+        log.warning("refusing stream file name %r: writing %s instead", name, default)
+        return default
+
+
+def sandbox_executable(job_dir: Path, executable: str) -> str:
+    """The program to start for ``executable``: a file of the job's directory
+    (its input sandbox brought it) is run from there, made executable by its
+    owner, as DIRAC's job wrapper does; any other name is looked up in PATH.
+    A name that leads out of the job's directory is left to PATH too."""
+    if not executable or os.path.isabs(executable):
+        return executable
+    candidate = job_dir / executable
+    try:
+        if not candidate.resolve().is_relative_to(job_dir.resolve()) or not candidate.is_file() \
+                or candidate.is_symlink():
+            return executable
+        mode = candidate.stat().st_mode
+        if not mode & stat.S_IXUSR:
+            candidate.chmod(mode | stat.S_IXUSR)
+    except OSError:
+        return executable
+    return executable if "/" in executable else f"./{executable}"
 
 
 @dataclass
@@ -178,7 +244,8 @@ class Reporter:
     :class:`~pilot.client.ClientError` (logged; the job goes on).
     """
 
-    status: Callable[[int, str, str, int | None], Any]
+    # (job id, status, minor status, exit code[, seconds since the payload ended])
+    status: Callable[..., Any]
     heartbeat: Callable[[int], bool]  # True means: kill the job
     output: Callable[[int, str, str, bool], Any]
     # The job's input and output files (pilot/sandboxes.py); None: no sandboxes.
@@ -208,9 +275,9 @@ class JobResult:
     """What happened to a job.
 
     ``status`` is Done or Failed for a job that ran to an end we report,
-    Killed (the server asked), Lost (HTTP 409) or Left (the batch system
-    ended the pilot, ``--on-sigterm leave``) when nothing more was
-    reported. ``reported`` says whether the final status call succeeded.
+    Killed (the server asked), Lost (HTTP 409), Expired (the pilot was cut
+    off for half the job's lease) or Left (the batch system ended the
+    pilot, ``--on-sigterm leave``) when nothing more was reported. ``reported`` says whether the final status call succeeded.
     """
 
     job_id: int
@@ -275,18 +342,27 @@ def tree_cpu_seconds(session: int) -> float:
     return sum(p.cpu for p in session_processes(session))
 
 
-def signal_tree(pgid: int, sig: int) -> None:
-    """Send ``sig`` to the job's process group and to its session's stragglers."""
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def signal_tree(pgid: int, sig: int, spare_leader: bool = False) -> None:
+    """Send ``sig`` to the job's process group and to its session's stragglers.
+
+    ``spare_leader``: the leader is the sandbox tool (bwrap), which a
+    signal would end, taking the sandbox with it: only SIGKILL goes to the
+    whole group, other signals to each process but the leader. (The
+    sandbox's own init, PID 1 of its namespace, ignores the signals it has
+    no handler for, as the kernel rules for a namespace's init.)"""
+    whole_group = not spare_leader or sig == signal.SIGKILL
+    if whole_group:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
     for p in session_processes(pgid):
-        if p.pgrp != pgid and p.state != "Z":
-            try:
-                os.kill(p.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if p.state == "Z" or (whole_group and p.pgrp == pgid) or (not whole_group and p.pid == pgid):
+            continue        # gone, reached by killpg, or the sandbox tool
+        try:
+            os.kill(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def read_tail(path: Path, limit: int) -> tuple[str, bool]:
@@ -295,13 +371,21 @@ def read_tail(path: Path, limit: int) -> tuple[str, bool]:
     Bytes that are not UTF-8, and NUL (which the server refuses in any
     text), come out as U+FFFD."""
     try:
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            if size > limit:
-                handle.seek(size - limit)
-            data = handle.read(limit if limit >= 0 else -1)
+        # The payload may have put a link or a pipe in the file's place: never
+        # follow it out of the job's directory (another job's files, the
+        # pilot's own), never block on it.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return "", False
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            log.warning("not reading %s: the payload left something other than a file there", path.name)
+            return "", False
+        size = info.st_size
+        if size > limit:
+            handle.seek(size - limit)
+        data = handle.read(limit if limit >= 0 else -1)
     return data.decode("utf-8", "replace").replace("\x00", "\ufffd"), size > limit
 
 
@@ -342,13 +426,41 @@ def may_have_sandboxes(jdl: str) -> bool:
 
 def job_environment(spec: JobSpec, job_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The child's environment (see the module docstring for the order)."""
-    env = dict(os.environ if base is None else base)
+    env = inherited(os.environ) if base is None else dict(base)
     for name in PRIVATE_ENV:
         env.pop(name, None)
+    env["HOME"] = str(job_dir)
     env.update(spec.environment)
     env["WMS_JOB_ID"] = str(spec.job_id)
     env["WMS_JOB_DIR"] = str(job_dir)
+    if spec.job_token:
+        env[JOB_TOKEN_ENV] = spec.job_token
+    else:
+        env.pop(JOB_TOKEN_ENV, None)
     return env
+
+
+def _killed_by(status: int, sandboxed: bool) -> int | None:
+    """The signal that ended the job, or None if it exited.
+
+    bwrap reports a payload killed by signal N as exit code 128 + N (the
+    shell's convention), so in a sandbox such a code is read as that
+    signal: a program that exits with 137 by itself is reported as killed
+    by signal 9, as a shell would say."""
+    if os.WIFSIGNALED(status):
+        return os.WTERMSIG(status)
+    code = os.WEXITSTATUS(status)
+    if sandboxed and 128 < code < 128 + signal.NSIG:
+        return code - 128
+    return None
+
+
+def _sandbox_refusal(job_dir: Path, stderr_name: str = STDERR_NAME) -> str | None:
+    """The minor status "Cannot start: ..." when bwrap could not start the job's
+    program (exit 1, its one line first in the job's stderr), else None."""
+    first, _ = read_tail(job_dir / stderr_name, 4096)
+    line = first.partition("\n")[0]
+    return f"Cannot start: {line[len('bwrap: '):]}"[:500] if line.startswith(SANDBOX_EXEC_FAILED) else None
 
 
 def _fmt_seconds(value: float) -> str:
@@ -361,8 +473,10 @@ def _fmt_seconds(value: float) -> str:
 class _Child:
     """The job's leader process, waited for without reaping until we choose."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], sandboxed: bool = False) -> None:
         self.popen = popen
+        # The leader is the sandbox tool: soft signals spare it (signal_tree).
+        self.sandboxed = sandboxed
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: leader of its group and session
         self.status: int | None = None
@@ -410,10 +524,13 @@ class _Child:
     def terminate(self, grace: float) -> None:
         """SIGTERM, ``grace`` seconds, SIGKILL; returns once the leader ended."""
         if not self.exited():
-            signal_tree(self.pgid, signal.SIGTERM)
+            self.signal(signal.SIGTERM)
             if not self.wait_exit(grace):
                 signal_tree(self.pgid, signal.SIGKILL)
                 self.wait_exit(grace + 5)
+
+    def signal(self, sig: int) -> None:
+        signal_tree(self.pgid, sig, spare_leader=self.sandboxed)
 
     def cpu_seconds(self) -> float:
         if self.rusage is None:
@@ -447,6 +564,8 @@ def run_job(
     stop: Stop | None = None,
     patience: float = DEFAULT_PATIENCE,
     sessions: Sessions | None = None,
+    isolation: Isolation | None = None,
+    base_env: Mapping[str, str] | None = None,
 ) -> JobResult:
     """Run ``spec`` to its end and report it; never raises for job trouble.
 
@@ -457,13 +576,15 @@ def run_job(
     report are retried for up to ``patience`` seconds across server
     outages; Done is reported only once the output is stored. The job's
     session is registered in ``sessions`` while it runs, so that it dies
-    with the pilot (pilot/orphans.py).
+    with the pilot (pilot/orphans.py). ``isolation`` is the sandbox it runs
+    in (pilot/isolation.py; None: none, and no warning); ``base_env`` what
+    it inherits of the pilot's environment (default: pilot.isolation.inherited).
     """
     with job_context(spec.job_id):
         children: list[_Child] = []     # the job's process, once there is one
         try:
             return _run(spec, Path(workdir), reporter, heartbeat_interval, output_limit, grace, poll_interval, stop,
-                        patience, sessions, children)
+                        patience, sessions, children, isolation, base_env)
         except Exception as exc:        # a defect of ours: the job must not run on unwatched
             log.exception("the runner failed")
             return _runner_fault(spec, reporter, children, grace, sessions, exc)
@@ -531,6 +652,8 @@ def _run(
     patience: float,
     sessions: Sessions | None,
     children: list[_Child],
+    isolation: Isolation | None = None,
+    base_env: Mapping[str, str] | None = None,
 ) -> JobResult:
     started = time.monotonic()
     job_dir = job_directory(workdir, spec.job_id)
@@ -551,10 +674,11 @@ def _run(
     # Nothing runs before the Matcher has recorded Running for this pilot:
     # a job whose claim was lost or given to another pilot (lease expired)
     # is refused here and never started twice.
-    confirmed = _report(reporter, spec, "Running", RUNNING_MINOR, None)
+    confirmed, confirmed_at = _confirm(reporter, spec)
     if confirmed is not True:
         minor = "No longer this pilot's job" if confirmed is False else "Running not confirmed"
         return JobResult(spec.job_id, "Lost", minor, None, job_dir, wall_seconds=time.monotonic() - started)
+    lease = Lease(spec.lease, spec.run_lease, confirmed_at)
 
     # -- the input sandbox, into the job's directory before the job starts --
     patterns: list[str] = []
@@ -568,20 +692,37 @@ def _run(
         except (ClientError, SandboxError) as exc:
             return failed_to_start(f"{INPUT_SANDBOX_MINOR}: {exc}"[:500])
 
+    if lease.expired():
+        # The input took longer than the start window allows: the server may
+        # hand the job out again before this copy would be seen.
+        log.warning("the job's lease ran out before it could start: not starting it")
+        return JobResult(spec.job_id, "Expired", LEASE_MINOR, None, job_dir, wall_seconds=time.monotonic() - started)
+
+    argv[0] = sandbox_executable(job_dir, spec.executable)
     limits = spec.limits
+    sandboxed = isolation is not None and isolation.isolated
     log.info("starting %s in %s (limits h_rt=%s s_rt=%s cpu_time=%s)", shlex.join(argv), job_dir,
              limits.h_rt, limits.s_rt, limits.cpu_time)
+    if isolation is not None and not sandboxed:
+        log.warning("job %d runs WITHOUT isolation: it can reach this pilot's files and processes (%s)",
+                    spec.job_id, isolation.describe())
+    env = job_environment(spec, job_dir, base_env)
+    command = argv
+    if isolation is not None:
+        command, env = isolation.wrap(argv, job_dir), isolation.environment(env)
     go_read, go_write = os.pipe()
     status_read, status_write = os.pipe()
     try:
-        with open(job_dir / STDOUT_NAME, "wb") as out, open(job_dir / STDERR_NAME, "wb") as err:
+        with open(job_dir / spec.stdout_name, "wb") as out, \
+                open(job_dir / spec.stderr_name, "ab" if spec.stderr_name == spec.stdout_name else "wb") as err:
             popen = subprocess.Popen(
-                [sys.executable, "-c", GATE, str(go_read), str(status_write), *argv],
+                [sys.executable, "-c", GATE, str(go_read), str(status_write), *command],
                 cwd=job_dir,
-                env=job_environment(spec, job_dir),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
-                stderr=err,
+                # One file named for both streams gets both, as a shell's 2>&1 gives them.
+                stderr=subprocess.STDOUT if spec.stderr_name == spec.stdout_name else err,
                 start_new_session=True,  # own group and session: the unit we signal and measure
                 pass_fds=(go_read, status_write),
             )
@@ -591,7 +732,7 @@ def _run(
         return failed_to_start(f"Cannot start: {exc}")
     os.close(go_read)
     os.close(status_write)
-    child = _Child(popen)
+    child = _Child(popen, sandboxed)
     children.append(child)
     # Registered, and limited, before the job runs a single instruction of
     # its own: a pilot killed at any moment leaves no payload unknown to its
@@ -610,14 +751,56 @@ def _run(
             sessions.remove(child.pgid)
         return failed_to_start(f"Cannot start: {refusal.decode(errors='replace')}")
 
+    heartbeats = Heartbeats(lambda: reporter.heartbeat(spec.job_id), lease, heartbeat_interval,
+                            name=f"heartbeat-{spec.job_id}").start()
+    try:
+        return _watch(spec, job_dir, reporter, child, heartbeats, lease, started, output_limit, grace,
+                      poll_interval, stop, patience, sessions, sandboxed, patterns)
+    finally:
+        heartbeats.stop()
+
+
+def _confirm(reporter: Reporter, spec: JobSpec, sleep: Callable[[float], Any] = time.sleep
+             ) -> tuple[bool | None, float]:
+    """The Running report, and when the one that was answered was sent (on the lease clock).
+
+    A report whose answer is lost may have been recorded: the server answers
+    a repeated one again (it is idempotent until the first heartbeat), so the
+    pilot asks again for as long as the start window lasts, and starts the
+    job as soon as it is told the job is its own, or learns at once that it
+    is not (False). None: no answer in time; nothing is started, and the
+    server takes the job back when its start window closes."""
+    first = lease_clock()
+    delay = 1.0
+    while True:
+        sent_at = lease_clock()
+        confirmed = _report(reporter, spec, "Running", RUNNING_MINOR, None)
+        if confirmed is not None or spec.lease is None or spec.run_lease is None:
+            return confirmed, sent_at
+        left = first + spec.lease - lease_clock()
+        if left <= 0:
+            return None, sent_at
+        log.warning("no answer to the Running report: asking again in %.0f s whether the job is this pilot's",
+                    min(delay, left))
+        sleep(min(delay, left))
+        delay = min(delay * 2, PATIENCE_STEP_MAX)
+
+
+def _watch(spec: JobSpec, job_dir: Path, reporter: Reporter, child: _Child, heartbeats: Heartbeats, lease: Lease,
+           started: float, output_limit: int, grace: float, poll_interval: float, stop: Stop | None,
+           patience: float, sessions: Sessions | None, sandboxed: bool, patterns: list[str]) -> JobResult:
+    """Watch the running job to its end (limits, stop, the server's word, the lease), then report it."""
+    limits = spec.limits
     verdict: str | None = None  # a Failed minor status decided by the watchdog
-    abandon: str | None = None  # "Killed" / "Lost": terminate, report nothing
-    next_heartbeat = time.monotonic() + heartbeat_interval
+    abandon: str | None = None  # "Killed" / "Lost" / "Expired": terminate, report nothing
     usr1_sent: float | None = None
     cpu_seen = 0.0
     while not child.exited():
         elapsed = time.monotonic() - started
-        if limits.cpu_time is not None:
+        if limits.cpu_time is not None or sandboxed:
+            # In a sandbox the kernel's account of the job's CPU is lost with
+            # the sandbox's init (it is not reaped by the pilot's child): the
+            # samples are the figure, to within one poll.
             cpu_seen = max(cpu_seen, tree_cpu_seconds(child.pgid))
         if limits.h_rt is not None and elapsed >= limits.h_rt:
             verdict = f"Exceeded h_rt ({_fmt_seconds(limits.h_rt)} s)"
@@ -626,7 +809,7 @@ def _run(
         elif limits.s_rt is not None and elapsed >= limits.s_rt:
             if usr1_sent is None:
                 log.info("s_rt reached: sending SIGUSR1")
-                signal_tree(child.pgid, signal.SIGUSR1)
+                child.signal(signal.SIGUSR1)
                 usr1_sent = time.monotonic()
             elif time.monotonic() - usr1_sent >= grace:
                 verdict = f"Exceeded s_rt ({_fmt_seconds(limits.s_rt)} s)"
@@ -635,19 +818,17 @@ def _run(
                 abandon = "Left"
             else:
                 verdict = stop.reason
-        if verdict is None and time.monotonic() >= next_heartbeat:
-            next_heartbeat = time.monotonic() + heartbeat_interval
-            try:
-                if reporter.heartbeat(spec.job_id):
-                    abandon = "Killed"
-            except JobLost as exc:
-                log.warning("heartbeat: job is no longer ours (%s)", exc)
-                abandon = "Lost"
-            except ClientError as exc:
-                log.error("heartbeat failed: %s", exc)
+        if heartbeats.fault is not None:
+            raise heartbeats.fault
+        if abandon is None and heartbeats.verdict is not None:
+            abandon = heartbeats.verdict
+        if abandon is None and lease.expired():
+            log.warning("no heartbeat answered for half the job's lease (%.0f s): the server will hand it out "
+                        "again, stopping this copy", (lease.span or 0) * SHARE)
+            abandon = "Expired"
         if verdict is not None or abandon is not None:
             log.info("terminating: %s", verdict or abandon)
-            child.terminate(grace)
+            child.terminate(lease.kill_grace(grace) if abandon == "Expired" else grace)
             break
         # Wake early when the pilot stops; otherwise poll.
         if stop is not None:
@@ -660,11 +841,13 @@ def _run(
         sessions.remove(child.pgid)     # at once: the session id may be reused from now on
     if abandon is None and verdict is None and stop is not None and _left_by_the_batch_system(child.status, stop):
         abandon = "Left"
-    wall = time.monotonic() - started
+    ended = time.monotonic()
+    wall = ended - started
     cpu = max(cpu_seen, child.cpu_seconds())
     status = child.status or 0
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
+    signalled = _killed_by(status, sandboxed)
+    if signalled is not None:
+        sig = signalled
         exit_code = 128 + sig  # the shell's convention, so exit_code stays an int
         if verdict is None and limits.cpu_time is not None and sig in (signal.SIGXCPU, signal.SIGKILL) \
                 and cpu >= limits.cpu_time - 0.5:
@@ -673,11 +856,13 @@ def _run(
     else:
         exit_code = os.WEXITSTATUS(status)
         minor = verdict or (DONE_MINOR if exit_code == 0 else f"Exit code {exit_code}")
+        if sandboxed and exit_code == 1 and verdict is None:
+            minor = _sandbox_refusal(job_dir, spec.stderr_name) or minor
     log.info("ended: %s (exit code %s, %.1f s wall, %.2f s cpu)", abandon or minor, exit_code, wall, cpu)
 
     if abandon is not None:
-        minor = {"Killed": "Killed by the WMS", "Left": "Left to the server: the pilot was ended"}.get(
-            abandon, "No longer this pilot's job")
+        minor = {"Killed": "Killed by the WMS", "Left": "Left to the server: the pilot was ended",
+                 "Expired": LEASE_MINOR}.get(abandon, "No longer this pilot's job")
         return JobResult(spec.job_id, abandon, minor, exit_code, job_dir, cpu, wall)
 
     final = "Done" if verdict is None and exit_code == 0 else "Failed"
@@ -697,8 +882,9 @@ def _run(
         if problem and final == "Done":
             final, minor = "Failed", f"{OUTPUT_SANDBOX_MINOR}: {problem}"[:500]
     # The output stays in the job directory until the server has stored it.
-    stdout, cut_out = read_tail(job_dir / STDOUT_NAME, output_limit)
-    stderr, cut_err = read_tail(job_dir / STDERR_NAME, output_limit)
+    stdout, cut_out = read_tail(job_dir / spec.stdout_name, output_limit)
+    stderr, cut_err = ("", False) if spec.stderr_name == spec.stdout_name else \
+        read_tail(job_dir / spec.stderr_name, output_limit)
     truncated = cut_out or cut_err
     stored, error = _patiently(lambda: reporter.output(spec.job_id, stdout, stderr, truncated), "upload output",
                                patience)
@@ -706,6 +892,9 @@ def _run(
         return JobResult(spec.job_id, "Lost", "No longer this pilot's job", exit_code, job_dir, cpu, wall, truncated)
     if stored is None:        # never Done without its output: say what happened
         final, minor = "Failed", OUTPUT_LOST_MINOR.format(error=error)[:500]
-    sent, _ = _patiently(lambda: reporter.status(spec.job_id, final, minor, exit_code), f"report {final}", patience)
+    # Each try says how long ago the payload ended: the server dates the end
+    # by that, not by when the report (after the uploads) got through.
+    sent, _ = _patiently(lambda: reporter.status(spec.job_id, final, minor, exit_code, time.monotonic() - ended),
+                         f"report {final}", patience)
     return JobResult(spec.job_id, "Lost" if sent is False else final, minor, exit_code, job_dir, cpu, wall,
                      truncated, reported=bool(sent))

@@ -191,6 +191,14 @@ def ssh_server():
     yield from _own_service(why_not_runnable, SshServer)
 
 
+@pytest.fixture(scope="session")
+def arc_ce():
+    """A private ARC CE (A-REX with its REST interface and the fork LRMS) on a loopback port (tests/arc.py)."""
+    from tests.arc import ArcCE, why_not_runnable
+
+    yield from _own_service(why_not_runnable, ArcCE)
+
+
 # -- the logs of a failed test --------------------------------------------------------
 
 FAILURE_LOGS = pytest.StashKey[list]()
@@ -245,8 +253,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 # Tests that share an expensive session- or package-wide service run on one
 # worker (`--dist loadgroup`), so each service starts once per run rather than
 # once per worker: the console's server and Chromium, the one-node Slurm, the
-# sshd. Every other test goes to whichever worker is free.
-SHARED_SERVICE_GROUPS = {"slurm_cluster": "slurm", "ssh_server": "ssh"}
+# sshd, the ARC CE; and the worker-node tests, whose hostile payload looks at every
+# process on the machine and must not take another of them for its pilot's.
+# Every other test goes to whichever worker is free.
+SHARED_SERVICE_GROUPS = {"slurm_cluster": "slurm", "ssh_server": "ssh", "arc_ce": "arc", "node_user": "worker-node"}
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -29,6 +29,9 @@ from wms.core.identity import Identity
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "config"
 EXAMPLES = REPO / "examples"
+# A wildcard pattern that a backtracking matcher takes minutes over against a
+# queue name (it once held the server 75 s through `wms submit -q`).
+BACKTRACKING_PATTERN = "*?" * 11 + "Z"
 
 ROLAND = Identity(user="roland", group="lhcb_user", vo="lhcb", role="user")
 ALICE = Identity(user="alice", group="lhcb_user", vo="lhcb", role="user")
@@ -76,6 +79,20 @@ def interruptible() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def interrupt(process, timeout: float = 60) -> None:
+    """Stop a child started with :func:`interruptible` as Ctrl-C would; killed
+    if it has not ended within ``timeout`` seconds (scaled by WMS_TEST_PATIENCE)."""
+    import signal
+    import subprocess
+
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=patience(timeout))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 # -- waiting ------------------------------------------------------------------------

@@ -2,19 +2,21 @@
 api or cli; db nothing from services, api or cli; services nothing from api
 or cli; the pilot only the standard library. classad2 only in core/classad.py.
 Every package and entry module has its rule here, so a new one cannot be
-forgotten."""
+forgotten. Within a package, imports between its folders go one way too
+(no folder imports one that imports it back, however indirectly)."""
 
 from __future__ import annotations
 
 import ast
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import REPO
 
-# services/pilot_bundle.py reads the pilot package's files to ship them, the
+# backends/bundle.py reads the pilot package's files to ship them, the
 # one import of the pilot outside it.
 SERVER_SIDE = ("wms.api", "wms.cli", "wms.server", "agents")
 FORBIDDEN = {
@@ -22,15 +24,15 @@ FORBIDDEN = {
                  "agents", "pilot"),
     "wms/config": ("wms.db", "wms.services", "wms.api", "wms.cli", "agents", "pilot"),
     "wms/db": ("wms.services", "wms.api", "wms.cli", "agents", "pilot"),
-    "wms/services": SERVER_SIDE,
+    "wms/services": (*SERVER_SIDE, "pilot"),
+    # The backends start and watch pilots: core's rules, no database, no service of ours.
+    "wms/backends": ("wms.db", "wms.services", "wms.api", "wms.cli", "wms.server", "agents"),
     "wms/api": ("wms.cli", "wms.server", "agents", "pilot"),
     "wms/cli": ("wms.api", "agents", "pilot"),
     "agents": ("wms.api", "wms.cli", "pilot"),
     # Entry modules: the server and the benchmarks use services, never the command line.
     "wms/server.py": ("wms.cli", "pilot"),
-    "wms/bench.py": ("wms.cli", "wms.api", "agents", "pilot"),
-    "wms/bench_match.py": ("wms.cli", "wms.api", "agents", "pilot"),
-    "wms/bench_http.py": ("wms.cli", "wms.api", "agents", "pilot"),
+    "wms/bench": ("wms.cli", "wms.api", "agents", "pilot"),
     "wms/demo.py": ("wms.api", "wms.services", "wms.db", "agents", "pilot"),
     # The command reference reads the parsers of the command line and of the pilot, nothing else.
     "wms/command_reference.py": ("wms.api", "wms.services", "wms.db", "agents", "wms.server"),
@@ -92,3 +94,80 @@ def test_only_the_classad_wrapper_imports_classad2():
         if any(name.split(".")[0] == "classad2" for name in imports(path)) and path.name != "classad.py"
     ]
     assert offenders == []
+
+
+# ---------------------------------------------------------------- folders of one package
+PACKAGES = ("wms/core", "wms/config", "wms/db", "wms/services", "wms/api", "wms/cli", "agents", "pilot")
+
+
+def folder_of(module: str) -> str | None:
+    """The folder (relative to the repository) of a module or package of ours; None for any other."""
+    path = REPO / module.replace(".", "/")
+    if (path / "__init__.py").exists():
+        return str(path.relative_to(REPO))
+    if path.with_suffix(".py").exists():
+        return str(path.parent.relative_to(REPO))
+    return None
+
+
+def imported_folders(path: Path) -> set[str]:
+    """The folders ``path`` imports from; ``from a.b import c`` counts c's folder when c is a module."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(folder for alias in node.names if (folder := folder_of(alias.name)) is not None)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                folder = folder_of(f"{node.module}.{alias.name}") or folder_of(node.module)
+                if folder is not None:
+                    out.add(folder)
+    return out
+
+
+def folder_graph(package: str) -> dict[str, set[str]]:
+    """Which folder of ``package`` imports which other folder of it."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in files(package):
+        here = str(path.parent.relative_to(REPO))
+        for folder in imported_folders(path):
+            if folder != here and (folder == package or folder.startswith(package + "/")):
+                edges[here].add(folder)
+    return edges
+
+
+def cycle(edges: dict[str, set[str]]) -> list[str]:
+    """One cycle of the graph (its folders, the first repeated at the end), or [] when it has none."""
+    state: dict[str, str] = {}
+    trail: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = "open"
+        trail.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                return trail[trail.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        state[node] = "done"
+        trail.pop()
+        return []
+
+    for node in sorted(edges):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_folders_of_a_package_import_each_other_one_way(package):
+    assert cycle(folder_graph(package)) == []
+
+
+def test_a_cycle_between_folders_is_found():
+    edges = {"wms/core/match": {"wms/core", "wms/core/reservations"}, "wms/core/reservations": {"wms/core/match"}}
+    assert cycle(edges) == ["wms/core/match", "wms/core/reservations", "wms/core/match"]
+    assert cycle({"wms/core/match": {"wms/core"}, "wms/core/reservations": {"wms/core"}}) == []

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pilot.main import build_parser as pilot_parser
-from wms.cli import qconf, qquota, reservations
+from wms.cli import controls, qconf, qquota, qstat, qsub, reservations
 from wms.cli.main import build_parser as wms_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +36,13 @@ PROGRAMS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "qrstat": reservations.qrstat_parser,
     "qrdel": reservations.qrdel_parser,
     "qralter": reservations.qralter_parser,
+    "qhold": controls.qhold_parser,
+    "qrls": controls.qrls_parser,
+    "qdel": controls.qdel_parser,
+    "qalter": controls.qalter_parser,
+    "qsub": qsub.build_parser,
+    "qstat": qstat.build_parser,
+    "qmod": controls.qmod_parser,
 }
 
 INTRO = """\

@@ -123,7 +123,7 @@ class Demo:
         heading("Live view: the SiteDirector starts pilots where jobs can run; pilots pull and run them")
         self.follow(ids)
 
-        heading("The pilots the SiteDirector started")
+        heading("The pilots the SiteDirector started; each runs its jobs in a sandbox (Isolation)")
         print(self.wms("pilots"), end="")
 
         heading("Where each job ran, and why the others wait")

@@ -18,6 +18,7 @@ import errno
 import gc
 import getpass
 import os
+import resource
 import socket
 import sys
 import threading
@@ -39,7 +40,7 @@ from wms.core.identity import Identity
 from wms import logs
 from wms.db.engine import database_problem, describe_database_error, safe_url
 from wms.db.migrate import schema_problem, upgrade
-from wms.services.computing_elements import stop_local_pilots
+from wms.backends.local import stop_local_pilots
 from wms.services.pilots import make_launcher
 from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
@@ -100,12 +101,15 @@ def worker_app():
     database settings), so workers share nothing but the database."""
     from wms.api import balance
     from wms.api.app import create_app
+    from wms.api.deadlines import HeaderDeadline
     from wms.api.guard import REQUEST_THREAD_STACK
 
     threading.stack_size(REQUEST_THREAD_STACK)    # as serve() does: see there
     logs.configure_from_environment()             # the level serve() chose, through WMS_LOG_LEVEL
     _no_delay_on_shared_sockets()
-    app = create_app(Runtime.create(load_config(config_dir_from_env(None))))
+    config = load_config(config_dir_from_env(None))
+    HeaderDeadline.configure(config.settings.backpressure)
+    app = create_app(Runtime.create(config))
     balance.install(app)                          # the connections shared out with the other workers
     freeze_start_up_heap()
     return app
@@ -142,6 +146,28 @@ def _no_delay_on_shared_sockets() -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     base_events._set_nodelay = set_nodelay  # type: ignore[attr-defined]
+
+
+def raise_open_file_limit() -> int:
+    """Let this process (and the workers it starts) open as many files as the
+    system allows it, and return that number.
+
+    Each connection is a file descriptor, and the usual soft limit (1,024)
+    is soon reached by a crowd of pilots, or by one client holding a
+    thousand sockets open: past it the server accepts no connection at all
+    (the event loop stops accepting for a second at a time) and pilots wait
+    in the listen backlog. The hard limit is the administrator's choice
+    (docs/security.md, "Holding the door").
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    except (ValueError, OSError):
+        return soft
+    return wanted
 
 
 class StartupError(WmsError):
@@ -236,6 +262,7 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
 
     from wms.api import balance
     from wms.api.app import create_app
+    from wms.api.deadlines import HeaderDeadline
     from wms.api.guard import REQUEST_THREAD_STACK
     from wms.api.metrics import shared_metrics_directory
 
@@ -254,6 +281,8 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
         # A bad config/rqs file stops start-up.
         quotas_service.read_rule_set_files(runtime, runtime.configured_complexes)
         sock = WorkerSockets(host, port) if workers > 1 and not embedded else listening_socket(host, port)
+        HeaderDeadline.configure(config.settings.backpressure)
+        raise_open_file_limit()
     except WmsError as exc:
         print(f"wms: {exc}", file=sys.stderr)
         return 1
@@ -269,6 +298,10 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
         # request, with its request id.
         options: dict[str, Any] = dict(
             log_config=None, log_level=level.lower(), access_log=False, proxy_headers=True,
+            # The deadline on each request's headers (wms/api/deadlines.py).
+            # No limit_concurrency: it counts every open connection, so a
+            # client holding sockets open would have the pilots refused 503.
+            http=HeaderDeadline,
             # Behind a TLS reverse proxy, X-Forwarded-For/-Proto are believed
             # from forwarded_allow_ips only (docs/deployment.md, "Behind TLS").
             forwarded_allow_ips=config.settings.forwarded_allow_ips)
@@ -292,9 +325,12 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
         scheduler = None
         if embedded:
             # The embedded default's local computing element: the SiteDirector
-            # starts pilots as local processes that talk to this server.
+            # starts pilots as local processes that talk to this server. One
+            # person's machine: where it cannot sandbox the jobs (no bwrap, no
+            # user namespaces), they still run, unisolated and said so.
             launcher = make_launcher(runtime, url=f"http://{client_host(host)}:{port}",
-                                     log_dir=Path(config.settings.pilot_log_dir))
+                                     log_dir=Path(config.settings.pilot_log_dir),
+                                     pilot_options=("--if-no-isolation", "run"))
             scheduler = Scheduler(runtime, agents={**AGENTS, "site_director": site_director.agent(launcher)})
             scheduler.start()
             print(f"wms up: agents in-process: {', '.join(sorted(scheduler.agents))}", file=sys.stderr)

@@ -30,11 +30,13 @@ from agents.celery_app import (
 )
 from agents.locks import acquire, acquire_key, agent_lock, lock_key, release, release_key, renew_key
 from tests.agents.conftest import REDIS_URL
-from tests.helpers import CONFIG_DIR, ROLAND, as_pilot, patience
+from tests.helpers import CONFIG_DIR, ROLAND, as_pilot, patience, wait_until
 from tests.sandboxes_config import received
 from wms.core.match.context import PilotRequest
 from wms.db.engine import make_engine
+from wms.services import leases
 from wms.services import matcher, sandboxes
+from wms.services import pools as pools_service
 from wms.services.runtime import Runtime
 from wms.services.submission import SubmitOptions, submit_jobs
 
@@ -69,17 +71,22 @@ def client_app(config_dir) -> AgentsCelery:
     app.close()
 
 
-@pytest.fixture(scope="module")
-def worker(config_dir, client_app):
+def start_worker(config_dir: Path, output: int | None) -> subprocess.Popen:
+    """A Celery worker of the agents on ``config_dir`` (one process, the agents' queue)."""
     env = {**os.environ, "WMS_CONFIG": str(config_dir)}
     env.pop("WMS_DATABASE_URL", None)
     env.pop("WMS_BROKER_URL", None)
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [str(BIN / "celery"), "-A", "agents", "worker", "--pool", "solo", "-Q", DEFAULT_QUEUE,
          "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--loglevel", "warning", "--without-heartbeat",
          "--without-gossip", "--without-mingle"],
-        cwd=config_dir.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=config_dir.parent, env=env, stdout=output, stderr=subprocess.STDOUT,
     )
+
+
+@pytest.fixture(scope="module")
+def worker(config_dir, client_app):
+    process = start_worker(config_dir, subprocess.PIPE)
     yield process
     process.terminate()  # warm shutdown
     try:
@@ -129,6 +136,26 @@ def test_worker_runs_the_agent(client_app, worker, agent, keys):
     assert all(isinstance(value, int) for value in report.values())
 
 
+def test_a_worker_that_starts_refreshes_the_pool_map_at_once(client_app, worker, config_dir):
+    """The beat keeps its rhythm across restarts, so the refresh a restarted
+    worker sends itself is what serves a queue added to resources.yaml."""
+    runtime = Runtime.create(client_app.wms_config, make_engine(client_app.wms_config.settings.database_url))
+    started = datetime.now(UTC)
+    second = start_worker(config_dir, subprocess.DEVNULL)
+    try:
+        def refreshed_since_start() -> bool:
+            stamp = pools_service.pool_map_stamp(runtime)
+            return stamp is not None and datetime.fromisoformat(stamp["refreshed"]) >= started
+
+        wait_until(refreshed_since_start, RESULT_TIMEOUT, "the pool map refreshed by the starting worker",
+                   details=lambda: str(pools_service.pool_map_stamp(runtime)))
+        assert pools_service.pool_map_stamp(runtime)["fingerprint"] == runtime.config.pool_map_fingerprint
+    finally:
+        second.terminate()
+        second.wait(timeout=patience(30))
+        runtime.engine.dispose()
+
+
 def test_the_worker_expires_the_sandboxes_of_finished_jobs(client_app, worker):
     runtime = Runtime.create(client_app.wms_config, make_engine(client_app.wms_config.settings.database_url))
     long_ago = datetime.now(UTC) - timedelta(seconds=runtime.config.settings.sandboxes.max_age + 60)
@@ -141,7 +168,7 @@ def test_the_worker_expires_the_sandboxes_of_finished_jobs(client_app, worker):
                            platform="x86_64-el9", cpu_time_left=100000)
     assert matcher.request_job(runtime, request, long_ago).job["JobID"] == job_id
     for status in ("Running", "Done"):
-        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", status, "", 0, long_ago)
+        leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", status, "", 0, long_ago)
 
     report = result_of(client_app, "sandbox_cleaner", worker)
     # The content itself was stored just now: it stays its orphan_grace.

@@ -12,6 +12,7 @@ from tests.helpers import ADMIN, ROLAND, as_pilot, patience, run_concurrently, w
 from wms.core.match.context import PilotRequest
 from wms.services import jobs as jobs_service
 from wms.services import matcher
+from wms.services import leases
 from wms.services import pools as pools_service
 from wms.services.submission import SubmitOptions, submit_jobs
 from agents.scheduler import Scheduler
@@ -25,8 +26,8 @@ def run_to_done(runtime, now, job_id):
     request = PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn1", pilot_id="p1",
                            platform="x86_64-el9", cpu_time_left=100000)
     assert matcher.request_job(runtime, request, now).job["JobID"] == job_id
-    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
-    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, now)
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, now)
 
 
 def test_a_pool_goes_only_after_its_jobs_and_the_grace(runtime, now):
@@ -39,9 +40,9 @@ def test_a_pool_goes_only_after_its_jobs_and_the_grace(runtime, now):
     # Done, but within the grace period (a job may come back soon after):
     # the pool stays; its task queue, empty now, goes at once.
     report = pools_service.clean_submit_pools(runtime, now + timedelta(seconds=grace - 1))
-    assert report == {"pools_removed": 0, "task_queues_removed": 1}
+    assert report == {"pools_removed": 0, "task_queues_removed": 1, "pilot_rows_removed": 0}
     report = pools_service.clean_submit_pools(runtime, now + timedelta(seconds=grace + 1))
-    assert report == {"pools_removed": 1, "task_queues_removed": 0}
+    assert report == {"pools_removed": 1, "task_queues_removed": 0, "pilot_rows_removed": 0}
     assert pools_service.list_pools(runtime, ADMIN) == []
     assert pools_service.submit_pools_for_queue(runtime, "DIRAC.Local.ch", "localhost", "default") == []
     assert pool
@@ -94,7 +95,8 @@ def test_the_default_agents_run_on_a_real_database(runtime, now):
     submit_jobs(runtime, ROLAND, [("a.jdl", SOFTWARE)], SubmitOptions(), now)
     scheduler = Scheduler(runtime)
     assert set(scheduler.agents) == {"submit_pool_refresher", "submit_pool_cleaner", "lease_reaper",
-                                     "task_queue_priorities", "reservation_manager", "sandbox_cleaner"}
+                                     "task_queue_priorities", "reservation_manager", "sandbox_cleaner",
+                                     "job_purger"}
     assert scheduler.periods["submit_pool_refresher"] == runtime.config.settings.submit_pool_refresh
     for name in scheduler.agents:
         assert scheduler.run_once(name) is not None

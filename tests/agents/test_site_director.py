@@ -22,12 +22,15 @@ from wms.config import load_config
 from wms.db import pilots as pilots_db
 from wms.db.engine import make_engine
 from wms.services import jobs as jobs_service
+from wms.core.match.context import PilotRequest
+from wms.services import matcher, telemetry
 from wms.services import pilots as pilots_service
-from wms.services.computing_elements import LocalBackend, PilotArgs, PilotLauncher
+from wms.backends.base import PilotArgs, PilotLauncher
+from wms.backends.local import LocalBackend
 from wms.services.runtime import Runtime
 from wms.services.submission import SubmitOptions, submit_jobs
-from wms.services.tokens import authenticate
-from wms.core.errors import Unauthorized
+from wms.services.tokens import Declaration, authenticate, renew_pilot_token
+from wms.core.errors import Forbidden, Unauthorized
 
 LOCAL = "DIRAC.Local.ch/localhost/default"
 AT_LOCAL = '[ Executable = "/bin/echo"; Arguments = "hi"; CPUTime = 300; Site = "DIRAC.Local.ch"; ]'
@@ -124,11 +127,64 @@ def test_pilots_only_where_jobs_can_run_within_the_queue_limits(runtime, now, la
     backend.states.update({f"fake:{pid}": "Running" for pid in backend.submissions[-1][2].pilot_ids})
     assert site_director(runtime, later, launcher=launcher)["submitted"] == {}
     assert len(recorded(runtime)) == 4
-    # Two end: room for two again, as long as jobs wait.
+    # Two run a job each and end: room for two again, as long as jobs wait.
     for ref in list(backend.states)[:2]:
+        assert run_one(runtime, ref.removeprefix("fake:"), later) is not None
         backend.states[ref] = "Done"
     report = site_director(runtime, later, launcher=launcher)
     assert report["pilots_changed"] == {"Done": 2} and report["submitted"] == {LOCAL: 2}
+
+
+def run_one(runtime, pilot_id, now):
+    """The pilot ``pilot_id`` of the local queue takes a job; its id, or None."""
+    site, ce, queue = LOCAL.split("/")
+    result = matcher.request_job(runtime, PilotRequest(site=site, ce=ce, queue=queue, host="wn1", pilot_id=pilot_id,
+                                                       platform="x86_64-el9"), now)
+    return None if result.job is None else result.job["JobID"]
+
+
+@pytest.mark.databases
+def test_pilots_that_run_nothing_make_the_director_wait_longer_each_round_until_one_runs_a_job(
+        runtime, now, launcher, backend):
+    """Jobs the queue's pilots do not take: one round of pilots that ended empty is churn, each further one
+    pauses the queue, 1 min, then 2 min, ...; a pilot there that runs a job ends the pauses;
+    wms_pilots_ran_nothing counts them."""
+    submit(runtime, now, AT_LOCAL)
+    base = timedelta(seconds=runtime.config.settings.empty_pilot_backoff)
+
+    def director(at):
+        return site_director(runtime, at, launcher=launcher)
+
+    def end_all(state="Done"):
+        backend.states.update({f"fake:{p['pilot_id']}": state for p in recorded(runtime)})
+
+    assert director(now)["submitted"] == {LOCAL: 1}
+    end_all()                                       # round 1 ends empty: no pause yet
+    t1 = now + timedelta(seconds=30)
+    assert director(t1)["submitted"] == {LOCAL: 1}
+    end_all("Failed")                               # round 2 ends empty: a pause
+    t2 = t1 + timedelta(seconds=30)
+    report = director(t2)
+    assert report["submitted"] == {}
+    assert report["queues"][LOCAL]["vo"]["lhcb"]["paused_until"] == (t2 + base).isoformat()
+    assert director(t2 + base - timedelta(seconds=1))["submitted"] == {}
+    t3 = t2 + base
+    assert director(t3)["submitted"] == {LOCAL: 1}  # round 3
+    end_all()
+    t4 = t3 + timedelta(seconds=10)
+    assert director(t4)["queues"][LOCAL]["vo"]["lhcb"]["paused_until"] == (t4 + 2 * base).isoformat()
+    assert telemetry.database_counts(runtime.engine).ran_nothing == 3
+    # A pilot there runs a job: the pauses end.
+    t5 = t4 + 2 * base
+    assert director(t5)["submitted"] == {LOCAL: 1}
+    [pilot_id] = backend.submissions[-1][2].pilot_ids
+    submit(runtime, t5, AT_LOCAL)
+    assert run_one(runtime, pilot_id, t5) is not None
+    end_all()
+    t6 = t5 + timedelta(seconds=5)
+    report = director(t6)
+    assert report["pilots_changed"] == {"Done": 1} and report["submitted"] == {LOCAL: 1}
+    assert telemetry.database_counts(runtime.engine).ran_nothing == 3
 
 
 @pytest.mark.databases
@@ -194,6 +250,10 @@ def test_pilots_go_per_vo_with_a_token_of_their_vo_and_a_vo_cap_holds(engine, no
     for pid, token in tokens.items():
         identity = authenticate(runtime.engine, token, now)
         assert (identity.vo, identity.pilot_id, identity.group) == (by_pilot[pid], pid, f"{by_pilot[pid]}_pilot")
+        # It holds the queue's slots per pilot (1 here), and cannot declare more.
+        assert identity.slots == 1
+        with pytest.raises(Forbidden, match=f"pilot {pid} declared 1 slots; it cannot take 2 now"):
+            renew_pilot_token(runtime.engine, identity, now, timedelta(hours=1), Declaration(slots=2))
 
     # They run: room for two more in the queue, none for dteam.
     backend.states = {f"fake:{pid}": "Running" for pid in by_pilot}

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from sqlalchemy import text
+
 from tests.helpers import REPO
 from tests.pilot.conftest import LOCAL
 from tests.servers import ServerHandle
@@ -31,7 +33,7 @@ def pilot_tokens(database_url: str, pilot_ids: Iterable[str]) -> dict[str, str]:
 
 
 def start_pilot(server: ServerHandle, token: str, tmp_path: Path, pilot_id: str,
-                max_empty: int) -> tuple[subprocess.Popen, Path]:
+                max_empty: int, *options: str) -> tuple[subprocess.Popen, Path]:
     """One single-slot pilot of the local queue; its log in tmp_path/pilots (shown when a test fails)."""
     site, ce, queue = LOCAL
     logs = tmp_path / "pilots"
@@ -40,8 +42,44 @@ def start_pilot(server: ServerHandle, token: str, tmp_path: Path, pilot_id: str,
     command = [sys.executable, "-m", "pilot.main", "--url", server.url, "--site", site, "--ce", ce, "--queue", queue,
                "--workdir", str(tmp_path / pilot_id), "--poll", "0.2", "--heartbeat", "5",
                "--max-empty", str(max_empty), "--min-time-left", "0", "--slots", "1", "--pilot-id", pilot_id,
-               "--platform", "x86_64-el9"]
+               "--platform", "x86_64-el9", *options]
     with log.open("w") as out:
         process = subprocess.Popen(command, env={**os.environ, "WMS_PILOT_TOKEN": token}, cwd=REPO,
                                    stdout=out, stderr=subprocess.STDOUT, text=True)
     return process, log
+
+
+def user_tokens(database_url: str, count: int) -> list[str]:
+    """``count`` new tokens of roland, made in this process (as pilot_tokens makes pilots')."""
+    engine = make_engine(database_url)
+    try:
+        now = datetime.now(timezone.utc)
+        identity = Identity(user="roland", group="lhcb_user", vo="lhcb", role="user")
+        return [create_token(engine, identity, now, description="test user", lifetime=timedelta(hours=1))
+                for _ in range(count)]
+    finally:
+        engine.dispose()
+
+
+class LockedTokens:
+    """The tokens table locked by a connection of the test, until ``unlock()``:
+    a server reading a token it has not cached waits."""
+
+    def __init__(self, database_url: str) -> None:
+        self.engine = make_engine(database_url)
+        self.conn = self.engine.connect()
+        if self.engine.dialect.name == "postgresql":
+            self.conn.begin()
+            self.conn.execute(text("LOCK TABLE tokens IN ACCESS EXCLUSIVE MODE"))
+        else:
+            self.conn.execute(text("LOCK TABLES tokens WRITE"))
+
+    def unlock(self) -> None:
+        if self.conn.closed:
+            return
+        if self.engine.dialect.name == "postgresql":
+            self.conn.commit()
+        else:
+            self.conn.execute(text("UNLOCK TABLES"))
+        self.conn.close()
+        self.engine.dispose()

@@ -93,6 +93,23 @@ def test_submit_warns_of_a_job_no_queue_could_ever_run_and_strict_refuses_it(as_
     assert roland.get("/jobs").json() == before
 
 
+def test_a_misspelt_resource_attribute_is_named_with_the_closest_one_and_strict_refuses_it(as_user):
+    roland = as_user("roland")
+    misspelt = '[ Executable = "/bin/true"; Requirements = other.Memroy >= 1000; ]'
+    answer = roland.post("/jobs", {"jdls": [{"source": "typo.jdl", "text": misspelt}]})
+    assert answer.status_code == 201
+    assert answer.json()["warnings"] == [
+        "typo.jdl: Requirements: other.Memroy: no resource describes Memroy; did you mean Memory?"]
+    spelt = '[ Executable = "/bin/true"; MinMem = 1000; Requirements = other.Memory >= MinMem; ]'
+    assert roland.post("/jobs", {"jdls": [{"source": "ok.jdl", "text": spelt}]}).json()["warnings"] == []
+    before = roland.get("/jobs").json()
+    refused = roland.post("/jobs", {"jdls": [{"source": "typo.jdl", "text": misspelt}], "strict": True})
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == ("refused (--strict), nothing submitted: typo.jdl: Requirements: "
+                                        "other.Memroy: no resource describes Memroy; did you mean Memory?")
+    assert roland.get("/jobs").json() == before
+
+
 def test_users_see_and_kill_only_their_own_jobs(as_user):
     roland, andre, admin = as_user("roland"), as_user("andre"), as_user("admin")
     [mine] = submit(roland, HELLO)

@@ -9,9 +9,13 @@ the pilots, told to come back later, finish every job.
 
 Whether a crowd happens to fill the server at the moment a pilot asks is
 chance, the more so on a loaded machine; so the test first fills it for
-certain with two requests whose bodies it holds back (a request counts from
-its headers on), lets the pilots meet the refusal, then sends the rest of
-those bodies and lets the crowd alone keep the server busy.
+certain: it locks the tokens table and sends four requests (twice the bound:
+every path refused) with tokens the server has not read yet, which wait for
+the lock while the server reads their tokens, in progress. A request whose
+body is held back would not do: it holds no place while the server waits
+for its body (tests/api/test_holding_the_door.py). The test lets the pilots
+meet the refusal, then lifts the lock and lets the crowd alone keep the
+server busy.
 """
 
 from __future__ import annotations
@@ -31,12 +35,12 @@ import httpx
 import pytest
 import yaml
 
-from tests.api.pilots import pilot_tokens, start_pilot
+from tests.api.pilots import LockedTokens, pilot_tokens, start_pilot, user_tokens
 from tests.api.scraping import scrape
 from tests.helpers import log_tails, patience, wait_until
 from tests.pilot.conftest import LOCAL, USERS, jdl, pilot_config, submit
 from tests.servers import Tokens, running_server
-from wms.api.backpressure import Backpressure, Window, retry_after
+from wms.api.backpressure import OTHERS_HEADROOM, Backpressure, Window, retry_after
 from wms.config.models import BackpressureSettings
 
 pytestmark = pytest.mark.databases
@@ -56,7 +60,11 @@ def busy_config(tmp: Path) -> Path:
     settings = yaml.safe_load((config / "wms.yaml").read_text()) or {}
     # A crowd held out is told the longest wait (it would come back faster
     # than a twentieth of what this process answers): a short one, for a short test.
-    settings["backpressure"] = {"max_in_flight": MAX_IN_FLIGHT, "retry_after": 1, "retry_after_max": RETRY_AFTER_MAX}
+    # The crowd shares one token: its share is the whole, so that what it meets is the bound.
+    settings["backpressure"] = {"max_in_flight": MAX_IN_FLIGHT, "retry_after": 1, "retry_after_max": RETRY_AFTER_MAX,
+                                "identity_share": 1.0}
+    # The held requests wait for a lock as long as the test holds it.
+    settings["limits"] = {**settings.get("limits", {}), "statement_timeout": 0}
     (config / "wms.yaml").write_text(yaml.safe_dump(settings))
     return config
 
@@ -111,21 +119,26 @@ class Crowd:
 
 
 class HeldRequest:
-    """A request for a job whose body is held back after its first byte: in
-    progress on the server, and so counted against max_in_flight, until released."""
+    """A request sent whole with a token the server has not read: in progress
+    on the server, and so counted against max_in_flight, while the tokens table
+    is locked (:class:`LockedTokens`). With a ``pilot_id``, a pilot's request
+    for a job; without, a user's list of jobs (a path of twice the bound)."""
 
-    def __init__(self, url: str, token: str, k: int) -> None:
-        self.body = json.dumps(idle_request(f"held-{k}")).encode()
+    def __init__(self, url: str, token: str, pilot_id: str | None) -> None:
         host, port = url.removeprefix("http://").rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=patience(60))
+        self.sock = socket.create_connection((host, int(port)), timeout=patience(120))
+        if pilot_id is None:
+            request = f"GET /api/v1/jobs HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n\r\n"
+            self.sock.sendall(request.encode())
+            return
+        body = json.dumps(idle_request(pilot_id)).encode()
         head = (f"POST {REQUEST_JOB} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(self.body)}\r\n\r\n")
-        self.sock.sendall(head.encode() + self.body[:1])
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        self.sock.sendall(head.encode() + body)
 
-    def release(self) -> bytes:
-        """The rest of the body; the answer's status line."""
+    def answer(self) -> bytes:
+        """The answer's status line."""
         with self.sock:
-            self.sock.sendall(self.body[1:])
             return self.sock.makefile("rb").readline()
 
 
@@ -189,8 +202,11 @@ def test_new_work_is_refused_first_and_nothing_stays_counted():
 
         guard = Backpressure(held, BackpressureSettings(max_in_flight=1, retry_after=1))
 
+        callers = iter(range(100))
+
         async def call(path: str) -> tuple[int, dict[bytes, bytes]]:
             sent: list[dict] = []
+            token = b"Bearer pilot-%d" % next(callers)     # each a pilot of its own
 
             async def receive() -> dict:
                 return {"type": "http.request", "body": b"", "more_body": False}
@@ -198,7 +214,8 @@ def test_new_work_is_refused_first_and_nothing_stays_counted():
             async def send(message: dict) -> None:
                 sent.append(message)
 
-            await guard({"type": "http", "path": path, "method": "POST", "headers": []}, receive, send)
+            await guard({"type": "http", "path": path, "method": "POST", "headers": [(b"authorization", token)]},
+                        receive, send)
             return sent[0]["status"], dict(sent[0]["headers"])
 
         first = asyncio.create_task(call(REQUEST_JOB))
@@ -224,14 +241,22 @@ def test_a_saturated_server_refuses_quickly_and_pilots_still_finish(backend, dat
     database_url = database_factory(backend)
     with running_server(tmp_path, busy_config(tmp_path), tokens=USERS, database_url=database_url) as server:
         tokens = Tokens(server)
-        tokens_of = pilot_tokens(database_url, [f"busy-{i}" for i in range(PILOTS)])
+        holders = [f"held-{k}" for k in range(MAX_IN_FLIGHT)]
+        tokens_of = pilot_tokens(database_url, [f"busy-{i}" for i in range(PILOTS)] + holders)
+        users = user_tokens(database_url, (OTHERS_HEADROOM - 1) * MAX_IN_FLIGHT)
         jobs = submit(server, tokens, tmp_path, *[jdl("true")] * JOBS)
         pilots: list[tuple[subprocess.Popen, Path]] = []
-        held = [HeldRequest(server.url, tokens["admin"], k) for k in range(MAX_IN_FLIGHT)]
+        lock = LockedTokens(database_url)
+        held: list[HeldRequest] = []
         try:
-            # (the scrape itself is one of the requests in progress)
-            wait_until(lambda: scrape(server.url).value("wms_http_requests_in_flight") > MAX_IN_FLIGHT,
-                       timeout=60, what="the held requests in progress")
+            # Requests for jobs up to the bound, then others up to twice the
+            # bound: every path refused. (The scrape is one of the requests in progress.)
+            held += [HeldRequest(server.url, tokens_of[h], h) for h in holders]
+            wait_until(lambda: scrape(server.url).value("wms_http_requests_in_flight") > len(held),
+                       timeout=60, what="the held requests for jobs in progress")
+            held += [HeldRequest(server.url, token, None) for token in users]
+            wait_until(lambda: scrape(server.url).value("wms_http_requests_in_flight") > len(held),
+                       timeout=60, what="all the held requests in progress")
             with Crowd(server.url, tokens["admin"]) as crowd:
                 wait_until(lambda: crowd.refusals, timeout=60, what="the crowd refused")
                 pilots = [start_pilot(server, tokens_of[f"busy-{i}"], tmp_path, f"busy-{i}", max_empty=3)
@@ -239,10 +264,12 @@ def test_a_saturated_server_refuses_quickly_and_pilots_still_finish(backend, dat
                 wait_until(lambda: any("server busy (HTTP 429)" in log.read_text() for _, log in pilots),
                            timeout=60, what="a pilot told to come back later",
                            details=lambda: log_tails([log for _, log in pilots]))
-                assert [h.release().split()[1] for h in held] == [b"200"] * MAX_IN_FLIGHT
+                lock.unlock()
+                assert [h.answer().split()[1] for h in held] == [b"200"] * len(held)
                 wait_until(lambda: all(p.poll() is not None for p, _ in pilots), timeout=240,
                            what="every pilot done", every=0.5, details=lambda: log_tails([log for _, log in pilots]))
         finally:
+            lock.unlock()
             for request in held:
                 request.sock.close()
             for process, _ in pilots:

@@ -110,8 +110,8 @@ def test_an_unexpected_exception_is_a_json_500_with_a_request_id(runtime, tokens
     assert client.get("/api/v1/health").status_code == 200
 
 
-def test_a_statement_timeout_is_503_and_other_database_errors_are_500(runtime, tokens) -> None:
-    from sqlalchemy.exc import OperationalError
+def test_a_statement_timeout_or_a_lost_database_is_503_and_a_wrong_statement_is_500(runtime, tokens) -> None:
+    from sqlalchemy.exc import OperationalError, ProgrammingError
 
     class Cancelled(Exception):
         sqlstate = "57014"
@@ -126,12 +126,19 @@ def test_a_statement_timeout_is_503_and_other_database_errors_are_500(runtime, t
     def broken() -> None:
         raise OperationalError("SELECT 1", {}, Exception("server closed the connection"))
 
+    @app.get("/api/v1/wrong")
+    def wrong() -> None:
+        raise ProgrammingError("SELECT nothing", {}, Exception("no such column: nothing"))
+
     client = TestClient(app, raise_server_exceptions=False)
     response = client.get("/api/v1/slow")
     assert response.status_code == 503
     assert response.json() == {"detail": "the database took longer than 30 s (limits.statement_timeout); "
                                          "nothing was changed", "request_id": response.headers["x-request-id"]}
     response = client.get("/api/v1/broken")
+    assert response.status_code == 503 and response.headers["retry-after"] == "5"
+    assert response.json()["detail"].startswith("the database is not answering (request id ")
+    response = client.get("/api/v1/wrong")
     assert response.status_code == 500 and "request_id" in response.json()
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from fastapi.testclient import TestClient
 
 from tests.helpers import default_config
@@ -33,4 +35,35 @@ def test_health_is_503_with_what_is_not_ok_when_the_database_does_not_answer(cap
                              "request_id": "lb-probe-1"}
     [record] = [r for r in caplog.records if r.name == "wms.api"]
     assert "Connection refused" in record.getMessage()
+    engine.dispose()
+
+
+UNREACHABLE = {
+    "postgresql": "postgresql://wms@127.0.0.1:{port}/wms",
+    "mariadb": "mysql://root@127.0.0.1:{port}/wms",
+    "sqlite": "sqlite:///{tmp}/wms.db",       # a directory of that name: the file cannot be opened
+}
+
+
+@pytest.mark.parametrize("backend", sorted(UNREACHABLE))
+def test_every_call_is_503_with_retry_after_while_the_database_is_away(backend, caplog, tmp_path):
+    """Not 500 "internal server error": the caller is told to come back, as
+    /health says, and the driver's reason (hosts, ports, paths) stays in the log."""
+    (tmp_path / "wms.db").mkdir()
+    engine = make_engine(UNREACHABLE[backend].format(port=free_port(), tmp=tmp_path))
+    client = TestClient(create_app(Runtime.create(default_config(), engine)), raise_server_exceptions=False)
+    bearer = {"Authorization": "Bearer wms_" + "0" * 40}
+    calls = [
+        ("GET", "/api/v1/jobs", None),
+        ("POST", "/api/v1/jobs", {"jdl": '[ Executable = "/bin/true"; ]'}),
+        ("POST", "/api/v1/matcher/request-job", {"site": "DIRAC.Local.ch", "ce": "localhost", "queue": "default"}),
+    ]
+    with caplog.at_level(logging.WARNING, logger="wms.api"):
+        for method, path, body in calls:
+            answer = client.request(method, path, json=body, headers={**bearer, "X-Request-ID": "away-1"})
+            assert answer.status_code == 503, (path, answer.text)
+            assert answer.headers["retry-after"] == "5"
+            assert answer.json() == {"detail": "the database is not answering (request id away-1; the server log "
+                                               "has the details); try again in 5 s", "request_id": "away-1"}
+    assert [r for r in caplog.records if r.getMessage().startswith("database not answering: ")]
     engine.dispose()

@@ -154,6 +154,11 @@ def take_tour(server: ServerHandle, tokens: dict[str, str]) -> list[tuple[str, s
     call("tour-pilot", "POST", "/jobs/{job_id}/pilot-status", f"{job_path}/pilot-status",
          json={**report, "status": "Running"})
     call("tour-pilot", "POST", "/jobs/{job_id}/heartbeat", f"{job_path}/heartbeat", json=report)
+    # the payload, with the job token of this hand-out, reads its job and says how far it is
+    clients["job"] = server.api(job["JobToken"])
+    call("job", "GET", "/jobs/{job_id}", job_path)
+    call("job", "POST", "/jobs/{job_id}/application-status", f"{job_path}/application-status",
+         json={"application_status": "Reconstructing event 500"})
     held = {"pilot_id": "tour-1", "attempt": job["Attempt"]}
     call("tour-pilot", "GET", "/jobs/{job_id}/sandbox", f"{job_path}/sandbox", params=held)
     call("tour-pilot", "GET", "/jobs/{job_id}/sandbox/{kind}/{name}", f"{job_path}/sandbox/input/data.txt",
@@ -209,9 +214,17 @@ def take_tour(server: ServerHandle, tokens: dict[str, str]) -> list[tuple[str, s
     call("manager", "DELETE", "/rqs", params={"names": "tour"})
     call("manager", "PUT", "/complexes", json={"text": clients["manager"].get("/complexes").json()["text"]})
     call("manager", "POST", "/reservations/delete", json={"selectors": [str(granted["ar_id"])]})
+    # the job controls on the job that waits: held, altered, released; killed, run again, deleted
+    call("user", "POST", "/jobs/hold", json={"job_ids": [second], "reason": "tour"})
+    call("user", "POST", "/jobs/alter", json={"job_ids": [second], "priority": 1, "job_name": "toured"})
+    call("user", "POST", "/jobs/release", json={"job_ids": [second]})
     call("user", "POST", "/jobs/kill", json={"job_ids": [second]})
+    call("user", "POST", "/jobs/reschedule", json={"job_ids": [second], "reason": "tour"})
     call("user", "DELETE", "/jobs/{job_id}", f"/jobs/{second}")
+    call("user", "POST", "/jobs/delete", json={"job_ids": [second]})
     answers.append(("GET", "/api/v1/health", httpx.get(server.url + "/api/v1/health", timeout=patience(30))))
+    answers.append(("GET", "/api/v1/auth/issuers", httpx.get(server.url + "/api/v1/auth/issuers",
+                                                             timeout=patience(30))))
     for client in clients.values():
         client.close()
     return answers
@@ -224,6 +237,11 @@ def api(request, tmp_path_factory, database_factory) -> Iterator[Api]:
     # the server's pilot logs in the test's directory (the route reads them from there)
     config = edited_config(tmp / "config", {"pilot_log_dir: var/pilots": f"pilot_log_dir: {tmp / 'server' / 'pilot-logs'}"})
     (tmp / "server" / "pilot-logs").mkdir(parents=True)
+    # an identity provider, so that GET /auth/issuers answers a whole entry (it only reads the configuration)
+    with (config / "wms.yaml").open("a") as wms_yaml:
+        wms_yaml.write("\nidentity_providers:\n  - {issuer: 'https://iam.example.org/', vo: lhcb, "
+                       "audience: 'https://wms.example.org', client_id: wms-cli, console_client_id: wms-console,\n"
+                       "     mappings: [{idp_group: /lhcb, group: lhcb_user}]}\n")
     with running_server(tmp / "server", config_dir=config, database_url=database_factory(backend)) as server:
         # made in this process: five `wms admin token create` would cost more than the rest of the set-up
         with database(server) as engine:

@@ -11,6 +11,7 @@ import json
 import secrets
 import shutil
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -20,6 +21,7 @@ import httpx
 import pytest
 
 from tests.helpers import CONFIG_DIR, REPO, default_config, patience
+from tests.oidc import AUDIENCE, PEOPLE, config_with_oidc, running_provider
 from tests.servers import ServerHandle, running_server
 from wms.api.app import API_PREFIX as API, create_app
 from wms.api.permissions import CALLERS, EXPECTED, HIDDEN, OK, api_routes, with_matrix
@@ -56,8 +58,9 @@ class World:
 
     server: ServerHandle
     clients: dict[str, httpx.Client]
-    held: int = 0                  # roland's job, given to the own pilot (Matched), with output
+    held: int = 0                  # roland's job, given to the own pilot and Running, with output
     attempt: int = 0
+    job_tokens: dict[int, str] = field(default_factory=dict)    # the JobToken of each hand-out, by job id
     waiting: int = 0               # roland's job that waits (CERN only): its task queue, why
     finished: int = 0              # roland's killed job: job accounting
     task_queue: int = 0
@@ -81,7 +84,12 @@ class World:
         job_id = self.submit(RUNNABLE)
         answer = self.ok("own_pilot", "POST", "/matcher/request-job", request_body("matrix-own"))
         assert answer["match"] and answer["job"]["JobID"] == job_id, answer
+        self.job_tokens[job_id] = answer["job"]["JobToken"]
         return job_id, answer["job"]["Attempt"]
+
+    def pilot_reports(self, job_id: int, attempt: int, status: str, **extra: Any) -> None:
+        self.ok("own_pilot", "POST", f"/jobs/{job_id}/pilot-status",
+                {"pilot_id": "matrix-own", "attempt": attempt, "status": status, **extra})
 
     def reservation(self, name: str = "") -> int:
         later = (datetime.now(timezone.utc) + timedelta(days=30)).isoformat()
@@ -112,14 +120,29 @@ def _config(tmp: Path) -> Path:
     return config
 
 
-@pytest.fixture(scope="module", params=("sqlite", "postgresql"))
+# The callers who are people sign in with the VO's identity provider in the "oidc" variant:
+# their access tokens come from a real OpenID provider (tests/oidc.py), whose groups map
+# them to the same user, group, VO and role (tests/oidc.py, oidc_section). Pilots keep
+# pilot tokens, as they do in a deployment.
+PEOPLE_CALLERS = ("owner", "same_vo", "other_vo", "operator", "manager")
+
+
+@pytest.fixture(scope="module", params=("sqlite", "postgresql", "sqlite-oidc"))
 def world(request, tmp_path_factory, database_factory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp(f"matrix-{request.param}")
-    url = database_factory(request.param)
-    with running_server(tmp / "server", config_dir=_config(tmp), database_url=url) as server:
+    url = database_factory(request.param.removesuffix("-oidc"))
+    with ExitStack() as stack:
+        config, provider = _config(tmp), None
+        if request.param.endswith("-oidc"):
+            provider = stack.enter_context(running_provider(tmp / "op", AUDIENCE, PEOPLE))
+            config = config_with_oidc(tmp / "config-oidc", provider, source=config)
+        server = stack.enter_context(running_server(tmp / "server", config_dir=config, database_url=url))
         engine = make_engine(url)
         now = datetime.now(timezone.utc)
         tokens = {name: create_token(engine, identity, now) for name, identity in IDENTITIES.items()}
+        if provider is not None:
+            for name in PEOPLE_CALLERS:
+                tokens[name] = provider.tokens_for(IDENTITIES[name].user)["access_token"]
         tokens["expired"] = create_token(engine, IDENTITIES["owner"], now - timedelta(days=2),
                                          lifetime=timedelta(days=1))
         tokens["forged"] = "wms_" + secrets.token_hex(32)
@@ -135,6 +158,9 @@ def world(request, tmp_path_factory, database_factory) -> Iterator[World]:
         world = World(server, clients)
         try:
             _objects(world)
+            for name, job_id in (("job", world.held), ("stale_job", world.extra["stale"])):
+                clients[name] = httpx.Client(base_url=server.url, timeout=patience(60),
+                                             headers={"Authorization": f"Bearer {world.job_tokens[job_id]}"})
             yield world
         finally:
             for client in clients.values():
@@ -142,8 +168,13 @@ def world(request, tmp_path_factory, database_factory) -> Iterator[World]:
 
 
 def _objects(w: World) -> None:
-    """Roland's job held by the own pilot (with output), his waiting job, a finished one, a reservation."""
+    """Roland's job held by the own pilot and running (with output), one whose attempt
+    is over (its job token stale), his waiting job, a finished one, a reservation."""
+    stale, attempt = w.hand_out()
+    w.pilot_reports(stale, attempt, "Done", exit_code=0)
+    w.extra["stale"] = stale
     w.held, w.attempt = w.hand_out()
+    w.pilot_reports(w.held, w.attempt, "Running", minor_status="Application")
     w.ok("own_pilot", "POST", f"/jobs/{w.held}/output",
          {"pilot_id": "matrix-own", "stdout": "hello\n", "attempt": w.attempt})
     _send(w, "own_pilot", _output_file(w, "own_pilot")).raise_for_status()
@@ -193,8 +224,38 @@ def _kill(w: World, caller: str) -> Call:
     return about(w.submit(CERN_ONLY), MISSING_JOB, lambda i: Call("POST", API + "/jobs/kill", {"job_ids": [i]}))
 
 
+def _hold(w: World, caller: str) -> Call:
+    return about(w.submit(CERN_ONLY), MISSING_JOB, lambda i: Call("POST", API + "/jobs/hold", {"job_ids": [i]}))
+
+
+def _release(w: World, caller: str) -> Call:
+    job = w.submit(CERN_ONLY)
+    w.ok("owner", "POST", "/jobs/hold", {"job_ids": [job], "reason": "to be released"})
+    return about(job, MISSING_JOB, lambda i: Call("POST", API + "/jobs/release", {"job_ids": [i]}))
+
+
+def _reschedule(w: World, caller: str) -> Call:
+    job = w.submit(CERN_ONLY)
+    w.ok("owner", "POST", "/jobs/kill", {"job_ids": [job]})
+    return about(job, MISSING_JOB, lambda i: Call("POST", API + "/jobs/reschedule", {"job_ids": [i]}))
+
+
+def _delete(w: World, caller: str) -> Call:
+    return about(w.submit(CERN_ONLY), MISSING_JOB, lambda i: Call("POST", API + "/jobs/delete", {"job_ids": [i]}))
+
+
+def _alter(w: World, caller: str) -> Call:
+    return about(w.submit(CERN_ONLY), MISSING_JOB,
+                 lambda i: Call("POST", API + "/jobs/alter", {"job_ids": [i], "priority": 3}))
+
+
 def _kill_one(w: World, caller: str) -> Call:
     return about(w.submit(CERN_ONLY), MISSING_JOB, lambda i: Call("DELETE", API + f"/jobs/{i}"))
+
+
+def _application_status(w: World, caller: str) -> Call:
+    return about(w.held, MISSING_JOB, lambda i: Call(
+        "POST", API + f"/jobs/{i}/application-status", {"application_status": f"set by the {caller}"}))
 
 
 def _speaks_as(caller: str) -> str:
@@ -274,6 +335,7 @@ def _alter_reservation(w: World, caller: str) -> Call:
 CALLS: dict[tuple[str, str], Callable[[World, str], Call]] = {
     ("GET", "/api/v1/health"): lambda w, c: Call("GET", API + "/health"),
     ("GET", "/metrics"): lambda w, c: Call("GET", "/metrics"),
+    ("GET", "/api/v1/auth/issuers"): lambda w, c: Call("GET", API + "/auth/issuers"),
     ("POST", "/api/v1/jobs"): lambda w, c: Call("POST", API + "/jobs",
                                                 {"jdls": [{"source": "matrix.jdl", "text": CERN_ONLY}]}),
     ("GET", "/api/v1/jobs"): lambda w, c: Call("GET", API + "/jobs", shows=_ids("JobID", w.held)),
@@ -284,6 +346,11 @@ CALLS: dict[tuple[str, str], Callable[[World, str], Call]] = {
     ("GET", "/api/v1/jobs/{job_id}/why"): _job_route("/why"),
     ("GET", "/api/v1/jobs/{job_id}/match-queues"): _job_route("/match-queues", job="waiting"),
     ("POST", "/api/v1/jobs/kill"): _kill,
+    ("POST", "/api/v1/jobs/hold"): _hold,
+    ("POST", "/api/v1/jobs/release"): _release,
+    ("POST", "/api/v1/jobs/reschedule"): _reschedule,
+    ("POST", "/api/v1/jobs/delete"): _delete,
+    ("POST", "/api/v1/jobs/alter"): _alter,
     ("DELETE", "/api/v1/jobs/{job_id}"): _kill_one,
     ("POST", "/api/v1/match-queues"): lambda w, c: Call("POST", API + "/match-queues", {"text": CERN_ONLY}),
     ("POST", "/api/v1/matcher/request-job"): _request_job,
@@ -291,6 +358,7 @@ CALLS: dict[tuple[str, str], Callable[[World, str], Call]] = {
     ("POST", "/api/v1/jobs/{job_id}/pilot-status"): _report("/pilot-status", {"status": "Running"}),
     ("POST", "/api/v1/jobs/{job_id}/heartbeat"): _report("/heartbeat", {}),
     ("POST", "/api/v1/jobs/{job_id}/output"): _report("/output", {"stdout": "hello\n"}),
+    ("POST", "/api/v1/jobs/{job_id}/application-status"): _application_status,
     ("GET", "/api/v1/matcher/submit-pools"): lambda w, c: Call("GET", API + "/matcher/submit-pools", params=LOCAL),
     ("GET", "/api/v1/pools"): lambda w, c: Call("GET", API + "/pools", shows=_ids("SubmitPool", w.pool)),
     ("GET", "/api/v1/pools/{pool_id}"): lambda w, c: about(w.pool, MISSING_POOL,

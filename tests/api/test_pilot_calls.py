@@ -136,6 +136,7 @@ def comparable(answer) -> tuple[int, Any]:
         if isinstance(body.get("job"), dict):
             body["job"].pop("JobID")
             body["job"].pop("Environment")         # names the job id
+            body["job"].pop("JobToken")            # names it too
     return answer.status_code, body
 
 

@@ -111,8 +111,8 @@ def test_a_four_slot_pilot_gets_four_distinct_jobs_of_six(batch):
     assert len(ids) == len(set(ids)) == 4 and set(ids) <= set(submitted)
     assert answer["reason"] is None
     for job in answer["jobs"]:                     # each exactly what request-job hands out
-        assert set(job) == {"JobID", "Attempt", "JDL", "Executable", "Arguments", "Slots", "Lease", "Limits",
-                            "Environment"}
+        assert set(job) == {"JobID", "Attempt", "JDL", "Executable", "Arguments", "Slots", "Lease", "RunLease",
+                            "Limits", "Environment", "JobToken", "StdOutput", "StdError"}
         assert job["Slots"] == 1 and job["Attempt"] == 1
         row = batch.roland.get(f"/jobs/{job['JobID']}").raise_for_status().json()
         assert (row["Status"], row["MinorStatus"]) == ("Matched", "Assigned to pilot four-of-six (attempt 1)")

@@ -77,8 +77,10 @@ def test_reads_that_are_refused(app, tokens):
 
 
 def test_the_limits_are_public_to_every_caller_with_a_token(app, tokens):
-    answer = app.get("/api/v1/sandboxes/limits", headers=auth(tokens))
-    assert answer.json() == {"file_bytes": FILE_BYTES, "job_bytes": 1_000_000, "store": "database"}
+    answer = app.get("/api/v1/sandboxes/limits", headers=auth(tokens)).json()
+    assert {key: answer[key] for key in ("file_bytes", "job_bytes", "store", "user_bytes", "total_bytes")} == {
+        "file_bytes": FILE_BYTES, "job_bytes": 1_000_000, "store": "database", "user_bytes": 5 * 1024**3,
+        "total_bytes": 500 * 1024**3}
     assert app.get("/api/v1/sandboxes/limits").status_code == 401
 
 

@@ -67,7 +67,7 @@ def test_bench_http_refuses_a_batch_over_64():
 def test_bench_http_drives_a_server_already_running_at_url(tmp_path):
     """--url: no server of its own; the database given is the running server's, filled by the bench."""
     from tests.servers import running_server
-    from wms.bench_http import bench_config_dir
+    from wms.bench.over_http import bench_config_dir
 
     database_url = f"sqlite:///{tmp_path / 'shared.db'}"
     with running_server(tmp_path / "server", bench_config_dir(tmp_path), database_url=database_url) as server:
@@ -101,7 +101,7 @@ def test_every_step_starts_from_the_waiting_jobs_the_first_met(tmp_path):
     import random
     from datetime import datetime, timezone
 
-    from wms.bench_match import bench_config, pilot_request, populate, top_up, waiting_per_task_queue
+    from wms.bench.match import bench_config, pilot_request, populate, top_up, waiting_per_task_queue
     from wms.db.engine import make_engine
     from wms.db.migrate import upgrade
     from wms.services.matcher import request_job
@@ -128,7 +128,7 @@ def test_the_server_under_test_gets_the_backpressure_asked_for(tmp_path, monkeyp
     """--max-in-flight, --retry-after, --request-threads and --match-threads reach the server's wms.yaml."""
     from argparse import Namespace
 
-    from wms.bench_http import backpressure_options, bench_config_dir
+    from wms.bench.over_http import backpressure_options, bench_config_dir
     from wms.config import load_config
 
     monkeypatch.setenv("WMS_CONFIG", str(REPO / "config"))
@@ -143,7 +143,7 @@ def test_listeners_counts_the_sockets_listening_on_a_port_one_per_worker():
     connection stays with the worker it reached first)."""
     import socket
 
-    from wms.bench_http import free_port, listeners
+    from wms.bench.over_http import free_port, listeners
 
     port = free_port()
     assert listeners(port) == 0
@@ -177,7 +177,7 @@ def test_the_bench_counts_the_answers_that_close_their_connection():
     connects again, and the step reports how often (reconnects/s)."""
     import asyncio
 
-    from wms.bench_http import drive
+    from wms.bench.over_http import drive
     from wms.core.resources import QueueRef
 
     answers = {"all": 0, "closing": 0, "connections": 0}
@@ -214,7 +214,7 @@ def test_the_bench_counts_the_answers_that_close_their_connection():
 
 
 def test_a_balanced_order_puts_each_number_of_pilots_once_in_every_position():
-    from wms.bench_http import step_order
+    from wms.bench.over_http import step_order
 
     steps = step_order([32, 256, 1000], "balanced")
     assert steps == [32, 256, 1000, 256, 1000, 32, 1000, 32, 256]

@@ -9,7 +9,7 @@ import sys
 
 from tests.helpers import REPO, interruptible, patience, tail, wait_until
 
-RUNNING = "running lease_reaper, reservation_manager, sandbox_cleaner, site_director, submit_pool_cleaner, submit_pool_refresher"
+RUNNING = "running job_purger, lease_reaper, reservation_manager, sandbox_cleaner, site_director, submit_pool_cleaner, submit_pool_refresher"
 
 
 def test_wms_agents_runs_and_stops_on_ctrl_c(tmp_path):

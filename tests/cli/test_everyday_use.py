@@ -5,12 +5,14 @@ the machine-readable queue overview."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -132,12 +134,63 @@ def test_pools_json_details_gives_each_pool_whole(server, tokens):
     assert isinstance(pool["Requirements"], dict)
 
 
-def test_the_readme_says_where_the_pilot_token_comes_from():
+@contextlib.contextmanager
+def wms_up(tmp_path: Path, site_director: int) -> Iterator[dict[str, str]]:
+    """`wms up` on a copy of config/ with the SiteDirector's period given, its
+    HOME and SQLite under ``tmp_path``; the environment its commands need.
+    Stopped with Ctrl-C at the end, which it must obey at once."""
+    config = tmp_path / "config"
+    shutil.copytree(CONFIG_DIR, config)
+    wms_yaml = config / "wms.yaml"
+    wms_yaml.write_text(wms_yaml.read_text().replace("  site_director: 60", f"  site_director: {site_director}"))
+    port = free_port()
+    (tmp_path / ".config" / "wms").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HOME": str(tmp_path), "WMS_CONFIG": str(config), "WMS_URL": f"http://127.0.0.1:{port}",
+           "WMS_DATABASE_URL": f"sqlite:///{tmp_path / 'up.db'}", "PATH": f"{BIN}:{os.environ['PATH']}"}
+    env.pop("WMS_TOKEN", None)
+    log = tmp_path / "up.log"
+    with log.open("w") as out:
+        up = subprocess.Popen([*WMS, "up", "--bind", f"127.0.0.1:{port}"], env=env, cwd=tmp_path, stdout=out,
+                              stderr=subprocess.STDOUT, preexec_fn=interruptible)
+    try:
+        wait_for(env["WMS_URL"], up, log=log)
+        yield env
+    finally:
+        up.send_signal(signal.SIGINT)
+        assert up.wait(timeout=patience(60)) == 0, log.read_text()
+
+
+def readme_block(first: str) -> str:
+    """The README's shell lines from the one starting with ``first`` to the end of its block."""
     readme = (REPO / "README.md").read_text()
-    [pilot_line] = [line for line in readme.splitlines() if line.startswith("wms-pilot ")]
-    token_file = pilot_line.split("--token-file ")[1].split()[0]
-    assert f"wms admin token create --user me --group lhcb_pilot --vo lhcb --role pilot \\\n    > {token_file})" \
-        in readme
+    start = readme.index("\n" + first) + 1
+    return readme[start:readme.index("```", start)]
+
+
+def test_the_readme_says_to_put_the_commands_on_the_path_before_the_tour():
+    readme = (REPO / "README.md").read_text()
+    assert readme.index(". .venv/bin/activate") < readme.index("wms up &")
+
+
+def test_the_readme_s_hand_started_pilot_runs_the_tour_s_jobs(tmp_path):
+    """The README's recipe as a newcomer runs it, in order: its token, then
+    its pilot, against `wms up`; the pilot runs the job of the user who ran
+    `wms up` (the recipe's VO is theirs)."""
+    with wms_up(tmp_path, site_director=3600) as env:
+        job = tmp_path / "hello.jdl"
+        job.write_text('[ Executable = "/bin/echo"; Arguments = "by hand"; CPUTime = 300; Site = "DIRAC.Local.ch"; ]')
+        [job_id] = run("wms", "submit", str(job), env=env).stdout.split()
+        recipe = readme_block("(umask 077; wms admin token create").splitlines()
+        token_line = "\n".join(recipe[:2])
+        [pilot_line] = [line for line in recipe if line.startswith("wms-pilot ")]
+        assert recipe.index(pilot_line) > 1                         # the token is made first
+        made = subprocess.run(["bash", "-c", token_line], env=env, cwd=tmp_path, capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        pilot_run = subprocess.run(["bash", "-c", f"{pilot_line} --max-empty 1 --poll 0.2 --workdir {tmp_path}/wn"],
+                                   env=env, cwd=tmp_path, capture_output=True, text=True, timeout=patience(120))
+        assert pilot_run.returncode == 0, pilot_run.stderr
+        [row] = json.loads(run("wms", "status", job_id, "--json", env=env).stdout)
+        assert row["Status"] == "Done", pilot_run.stderr
 
 
 def _gone(pid: int) -> bool:
@@ -150,20 +203,7 @@ def _gone(pid: int) -> bool:
 
 
 def test_wms_up_stops_its_local_pilots_when_it_stops(tmp_path):
-    config = tmp_path / "config"
-    shutil.copytree(CONFIG_DIR, config)
-    wms_yaml = config / "wms.yaml"
-    wms_yaml.write_text(wms_yaml.read_text().replace("  site_director: 60", "  site_director: 1"))
-    port = free_port()
-    env = {**os.environ, "HOME": str(tmp_path), "WMS_CONFIG": str(config), "WMS_URL": f"http://127.0.0.1:{port}",
-           "WMS_DATABASE_URL": f"sqlite:///{tmp_path / 'up.db'}"}
-    env.pop("WMS_TOKEN", None)
-    log = tmp_path / "up.log"
-    with log.open("w") as out:
-        up = subprocess.Popen([*WMS, "up", "--bind", f"127.0.0.1:{port}"], env=env, cwd=tmp_path, stdout=out,
-                              stderr=subprocess.STDOUT, preexec_fn=interruptible)
-    try:
-        wait_for(env["WMS_URL"], up, log=log)
+    with wms_up(tmp_path, site_director=1) as env:
         job = tmp_path / "long.jdl"
         job.write_text('[ Executable = "/bin/sleep"; Arguments = "300"; CPUTime = 600; Site = "DIRAC.Local.ch"; ]')
         [job_id] = run("wms", "submit", str(job), env=env).stdout.split()
@@ -176,8 +216,5 @@ def test_wms_up_stops_its_local_pilots_when_it_stops(tmp_path):
         refs = wait_until(running_pilots, timeout=90, what=f"job {job_id} running in a local pilot")
         wrappers = [int(ref.split(":")[1]) for ref in refs]
         pilots = [pid for pid in (pilot_process(ref) for ref in refs) if pid is not None]
-    finally:
-        up.send_signal(signal.SIGINT)
-        assert up.wait(timeout=patience(60)) == 0, log.read_text()
     # Gone with the server, not 20-30 s later when their empty answers run out.
-    assert all(_gone(pid) for pid in wrappers + pilots), log_tails([log])
+    assert all(_gone(pid) for pid in wrappers + pilots), log_tails([tmp_path / "up.log"])

@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 import xmlschema
 
 from tests.cli.test_qconf_rqs import qconf
+from tests.helpers import BACKTRACKING_PATTERN, patience
 from wms.cli.qquota import SCHEMA
 
 LOCAL = ["--site", "DIRAC.Local.ch", "--ce", "localhost", "--queue", "default"]
@@ -124,3 +126,37 @@ def test_why_names_the_exceeded_set_and_rule(server, tokens, in_use, tmp_path):
     finally:
         # The other tests of the module count roland's two jobs of the fixture.
         server.ok("kill", str(third["JobID"]), str(job_id), token=tokens["roland"])
+
+
+def test_a_backtracking_queue_filter_is_answered_at_once(server, tokens, in_use, tmp_path):
+    # A rule set's queue filter is matched against every queue's name when a
+    # job is explained or matched: a backtracking matcher took minutes here.
+    path = tmp_path / "hostile.rqs"
+    path.write_text(f"{{\n name hostile\n enabled true\n limit queues {{{BACKTRACKING_PATTERN}}} to slots=0\n}}\n")
+    added = qconf(server, "-Arqs", str(path), token=tokens["admin"])
+    assert added.returncode == 0, added.stderr
+    jdl = tmp_path / "hello.jdl"
+    jdl.write_text('[ Executable = "/bin/true"; CPUTime = 300; ]')
+    [job_id] = server.ok("submit", str(jdl), token=tokens["roland"]).split()
+    try:
+        started = time.monotonic()
+        why = server.json("why", job_id, token=tokens["roland"])
+        shown = qquota(server, "-q", BACKTRACKING_PATTERN, token=tokens["roland"])
+        assert time.monotonic() - started < patience(20)
+        local = {q["Queue"]: q for q in why["Queues"]}["DIRAC.Local.ch/localhost/default"]
+        assert "hostile" not in json.dumps(local)  # no queue name matches the filter: its slots=0 holds nowhere
+        assert shown.returncode == 0 and "hostile" not in shown.stdout
+    finally:
+        server.ok("kill", job_id, token=tokens["roland"])
+        assert qconf(server, "-drqs", "hostile", token=tokens["admin"]).returncode == 0
+
+
+def test_an_empty_table_says_on_stderr_why_it_is_empty(server, tokens, in_use):
+    """andre has no job: nothing counts against the rules that apply to him.
+    The table stays the specification's; the hint goes to stderr."""
+    result = qquota(server, token=tokens["andre"])
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[1] == "-" * 80 and len(result.stdout.splitlines()) == 2
+    assert "no rule of an enabled set counts anything of yours" in result.stderr
+    assert "qconf -srqs shows the limits" in result.stderr
+    assert qquota(server, "-xml", token=tokens["andre"]).stderr == ""

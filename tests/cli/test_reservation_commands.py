@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
 
+from tests.helpers import BACKTRACKING_PATTERN, patience
 from tests.reservations_config import ALLQ, OTHERQ, write_config
 from tests.servers import running_server
 
@@ -90,6 +92,19 @@ def test_qrsub_grants_and_refuses(server):
         refused = command(server, "qrsub", "-a", tomorrow(15), "-d", "0:10:0", *argv, token=t["user1"])
         assert refused.returncode == status and message in refused.stderr, (argv, refused.stderr)
     assert [line.split()[0] for line in command(server, "qrstat", token=t["user1"]).stdout.splitlines()[2:]] == ["1"]
+
+
+def test_a_backtracking_queue_pattern_is_refused_at_once(server):
+    # qrsub -q is matched against every queue instance's name: a
+    # backtracking matcher took minutes here and held the server.
+    t = server.issued
+    started = time.monotonic()
+    nowhere = command(server, "qrsub", "-a", tomorrow(12), "-d", "1:0:0", "-q", BACKTRACKING_PATTERN, token=t["user1"])
+    granted = command(server, "qrsub", "-a", tomorrow(12), "-d", "1:0:0", "-q", "*?*?*?*?*?*?*?*?*?*?*?q",
+                      token=t["user1"])
+    assert time.monotonic() - started < patience(20)
+    assert (nowhere.returncode, nowhere.stderr.strip()) == (1, "error: no queue instances to reserve")
+    assert granted.stdout.strip() == "Your advance reservation 1 has been granted", granted.stderr
 
 
 def test_qrstat_overview_detail_and_xml(server, project_xy):

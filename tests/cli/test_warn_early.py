@@ -1,11 +1,15 @@
 """Warn early: `wms submit` says at once when no configured queue could
 ever run a job (and `--strict` refuses the whole submission), `wms
 match-queues` exits 3 when no queue fits, `wms submit -q` confines a job
-to queues."""
+to queues, and answers at once whatever the pattern."""
 
 from __future__ import annotations
 
-from tests.helpers import EXAMPLES
+import time
+
+import httpx
+
+from tests.helpers import BACKTRACKING_PATTERN, EXAMPLES, patience
 
 UNRUNNABLE = str(EXAMPLES / "unrunnable.jdl")
 HELLO = str(EXAMPLES / "hello.jdl")
@@ -64,3 +68,16 @@ def test_submit_q_confines_a_job_to_queues(server, tokens):
     nowhere = server("submit", HELLO, "-q", "Nowhere/*", "--strict", token=tokens["roland"])
     assert nowhere.returncode == 1 and "qname=Nowhere/*" in nowhere.stderr
     assert server("submit", HELLO, "-q", ",", token=tokens["roland"]).returncode == 2
+
+
+def test_a_backtracking_queue_pattern_gets_the_usual_answer_at_once(server, tokens):
+    # Matched by a backtracking regular expression, this pattern took 75 s
+    # to answer and held the server meanwhile (docs/security.md).
+    started = time.monotonic()
+    stored = server("submit", HELLO, "-q", BACKTRACKING_PATTERN, token=tokens["roland"])
+    refused = server("submit", HELLO, "-q", BACKTRACKING_PATTERN, "--strict", token=tokens["roland"])
+    health = httpx.get(f"{server.url}/api/v1/health", timeout=patience(20))
+    assert time.monotonic() - started < patience(20)
+    assert stored.returncode == 0 and "no configured queue could ever run this job" in stored.stderr
+    assert refused.returncode == 1 and f"qname={BACKTRACKING_PATTERN}" in refused.stderr
+    assert health.status_code == 200

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import os
 import signal
 import subprocess
@@ -86,6 +88,19 @@ def test_kill_and_logging_info(server, tokens):
     assert [h["Status"] for h in history] == ["Received", "Checking", "Waiting", "Killed"]
     assert history[-1]["Source"] == "User"
     assert "Killed" in server.ok("logging-info", job_id, token=tokens["roland"])
+
+
+def test_killing_a_job_on_a_node_says_when_its_payload_stops(server, tokens):
+    """The job the pilot was given (the module's server may hold other tests'
+    waiting jobs: whichever it is) is on a node when it is killed."""
+    server.ok("submit", str(EXAMPLES / "hello.jdl"), token=tokens["roland"])
+    claimed = server("request-job", "--site", "DIRAC.Local.ch", "--ce", "localhost", "--queue", "default",
+                     "--host", "wn1", "--platform", "x86_64-el9", "--pilot-id", "kill-pilot",
+                     token=tokens["kill-pilot"])
+    assert claimed.returncode == 0, claimed.stdout + claimed.stderr
+    job_id = str(json.loads(claimed.stdout)["JobID"])
+    assert server.ok("kill", job_id, token=tokens["admin"]).strip() == (
+        f"{job_id} killed; its pilot stops the payload at its next heartbeat")
 
 
 def test_jobs_lists_own_jobs_for_users_and_all_for_managers(server, tokens):

@@ -141,6 +141,31 @@ def test_environment_overrides(tmp_path: Path) -> None:
     assert info.value.where == "WMS_DATABASE_URL"
 
 
+def test_every_wms_yaml_key_is_settable_from_the_environment(tmp_path: Path) -> None:
+    _write(tmp_path, "wms.yaml", "match_lease: 300\nlimits: {evaluation_ms: 5, depth: 20}\n")
+    env = {"WMS_MATCH_LEASE": "12", "WMS_LIMITS__EVALUATION_MS": "9", "wms_caps__user_jobs": "50",
+           "WMS_CPU_TIME_SEGMENTS": "[60, 600]", "WMS_AGENT_PERIODS": '{"lease_reaper": 5}',
+           "WMS_URL": "http://client-only", "WMS_BIND": ""}
+    s = load_config(tmp_path, environ=env).settings
+    assert (s.match_lease, s.limits.evaluation_ms, s.caps.user_jobs) == (12, 9, 50)
+    assert s.limits.depth == 20                      # the rest of a nested key stays wms.yaml's
+    assert s.cpu_time_segments == [60, 600] and s.agent_periods["lease_reaper"] == 5
+    assert s.bind == "127.0.0.1:8080"                # an empty variable gives nothing
+
+
+@pytest.mark.parametrize(("env", "where", "says"), [
+    ({"WMS_MATCH_LEASE": "soon"}, "WMS_MATCH_LEASE", "expected an integer, got 'soon'"),
+    ({"WMS_LIMITS__EVALUATION_MS": "-1"}, "WMS_LIMITS__EVALUATION_MS", "must be greater than 0"),
+    ({"WMS_CPU_TIME_SEGMENTS": "[60,"}, "WMS_CPU_TIME_SEGMENTS", "expected JSON for a list or mapping"),
+    ({"WMS_LIMITS__NO_SUCH_KEY": "1"}, "WMS_LIMITS__NO_SUCH_KEY", "unknown key"),
+])
+def test_a_bad_environment_value_names_its_variable(tmp_path: Path, env, where, says) -> None:
+    _write(tmp_path, "wms.yaml", "match_lease: 300\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, environ=env)
+    assert info.value.where == where and says in str(info.value)
+
+
 def test_config_dir_from_env() -> None:
     assert config_dir_from_env("/etc/wms", {"WMS_CONFIG": "/x"}) == Path("/etc/wms")
     assert config_dir_from_env(None, {"WMS_CONFIG": "/x"}) == Path("/x")
@@ -312,7 +337,7 @@ Sites:
          "Queues.long.VO.lhcb.CPUTime: expected a number, got 'x'"),
         ("            VO:\n              lhcb:\n                CEs: {}\n", 9, "not allowed inside a VO block"),
         ("            Backend: slrum\n", 7,
-         "Queues.long.Backend: unknown computing-element backend 'slrum' (known: local, slurm, ssh)"),
+         "Queues.long.Backend: unknown computing-element backend 'slrum' (known: local, slurm, ssh, arc)"),
         ("            Partition: 'a b'\n", 7, "Partition: expected a Slurm partition name (no blanks)"),
         ("            SlurmOptions: --output=/tmp/x\n", 7,
          "SlurmOptions: '--output' is set by the slurm backend itself"),
@@ -326,6 +351,19 @@ Sites:
         ("            SSHKey: id_ed25519\n", 7, "SSHKey: expected the absolute path of a private key"),
         ("            Backend: ssh\n            SSHUser: pilot\n", 6,
          "Queues.long: Backend ssh needs SSHHost (at the queue, its CE or its site)"),
+        ("            ARCEndpoint: http://ce.example.org/arex\n", 7,
+         "ARCEndpoint: expected the https URL of an A-REX (https://ce.example.org:443/arex)"),
+        ("            ARCEndpoint: 'https://ce/arex?x=1'\n", 7, "ARCEndpoint: expected the https URL of an A-REX"),
+        ("            ARCProxy: x509up_u0\n", 7, "ARCProxy: expected the absolute path of a proxy certificate"),
+        ("            ARCTokenFile: token\n", 7, "ARCTokenFile: expected the absolute path of a file holding a token"),
+        ("            ARCQueue: 'a b'\n", 7, "ARCQueue: expected an ARC queue name (no blanks"),
+        ("            ARCRSL: '(executable=\"/bin/sh\")'\n", 7,
+         "ARCRSL: 'executable' is set by the arc backend itself"),
+        ("            ARCRSL: '(walltime=\"60\"'\n", 7,
+         "ARCRSL: cannot read '(walltime=\"60\"' as xRSL relations: a relation opened at character 1 is not closed"),
+        ("            ARCRSL: 'walltime=60'\n", 7, "ARCRSL: cannot read 'walltime=60' as xRSL relations: expected '('"),
+        ("            Backend: arc\n", 6,
+         "Queues.long: Backend arc needs ARCEndpoint (at the queue, its CE or its site)"),
         ("          a/b: {}\n", 6, "Queues.a/b: a name must not contain '/'"),
         ("          7: {}\n", 6, "a name must be a string, got 7"),
         ("          " + "q" * 129 + ": {}\n", 6, "a name may have at most 128 characters"),

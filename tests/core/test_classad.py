@@ -216,6 +216,33 @@ def test_external_refs() -> None:
     assert classad.external_refs("other.A > TARGET.a && other.info.Memory > 1 && Other.B") == ["A", "B", "info"]
 
 
+def test_unscoped_names_are_read_in_the_own_ad_first_then_in_the_other() -> None:
+    # HTCondor's matchmaking rule (and spec 004's CE ad, whose AuthorizationCheck reads its own list unscoped).
+    job = {"MinMem": 2000}
+    assert classad.eval_bool("other.Memory >= MinMem && other.Memory < 3000", job, {"Memory": 2500}) is True
+    assert classad.eval_bool("other.Memory >= my.MinMem", job, {"Memory": 1500}) is False
+    assert classad.eval_bool("Memory >= 2000", job, {"Memory": 2500}) is True     # not the job's: the queue's
+    assert classad.eval_bool("Memory >= 2000", {"Memory": 1000}, {"Memory": 2500}) is False   # the job's own wins
+
+
+def test_an_ad_may_be_given_as_its_text() -> None:
+    assert classad.eval_bool("other.Memory >= MinMem", "[ MinMem = 2000 ]", {"Memory": 2500}) is True
+
+
+def test_own_refs_are_the_my_and_unscoped_names() -> None:
+    assert classad.own_refs("other.Memory >= MinMem && my.X > 1 && my.info.Y && TARGET.Z && minmem > 0") == [
+        "info", "MinMem", "X"]
+    assert classad.own_refs("other.A > 1") == []
+
+
+def test_own_record_takes_what_the_expression_reads_and_what_that_reads() -> None:
+    record = {"Executable": "x", "MinMem": 2000, "Limit": Expression("MinMem + Extra"), "Extra": 500,
+              "Requirements": Expression("other.Memory >= Limit && Requirements")}
+    assert classad.own_record("other.Memory >= limit && Memory > 1", record, leave_out=("Requirements",)) == {
+        "Extra": 500, "Limit": Expression("MinMem + Extra"), "MinMem": 2000}
+    assert classad.own_record("other.Memory > 1", record) == {}
+
+
 def test_parse_record_types_and_order() -> None:
     record = classad.parse_record(
         """[ Zeta = 1; Alpha = "x"; F = 2.5; B = true; U = undefined; E = error;
@@ -362,3 +389,23 @@ def test_a_jdl_operand_mistake_is_refused_with_its_place() -> None:
     with pytest.raises(InvalidInput) as info:
         jdl.parse_one('Executable = "x";\nRequirements = other.Ok ? 1;', "g.jdl")     # no brackets
     assert str(info.value) == "g.jdl:2:28: '?' without its ':'"
+
+
+@pytest.mark.parametrize("text, why", [
+    ('absTime("\\u0000")', "year -1 is out of range"),           # a ValueError of the library's conversion
+    ("random(0) >= 0", "failed to evaluate expression"),         # its ClassAdException
+])
+def test_a_failure_of_the_library_is_an_invalid_input_with_its_reason(text, why):
+    for evaluate in (classad.eval_value, classad.eval_bool):
+        with pytest.raises(classad.ClassAdEvalError) as caught:
+            evaluate(text, where="job 3: Requirements")
+        assert str(caught.value) == f"job 3: Requirements: cannot evaluate {text}: the ClassAd library failed: {why}"
+
+
+def test_a_failure_of_the_library_on_a_record_names_the_attribute_and_cuts_the_text():
+    with pytest.raises(classad.ClassAdValueError, match="on the value of X: year -1 is out of range$"):
+        classad.parse_record('[ X = absTime("\\u0000") ]')
+    long = "random(0) + " + " + ".join(["1"] * 200)
+    with pytest.raises(classad.ClassAdEvalError) as caught:
+        classad.eval_value(long)
+    assert len(str(caught.value)) < 200 and "..." in str(caught.value)

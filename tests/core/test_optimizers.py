@@ -27,11 +27,11 @@ def runtime() -> Runtime:
 
 def test_grid_engine_requests_are_accepted_by_name_or_shortcut():
     job = run('[ Executable = "x"; ResourceRequests = [ h_rt = "1:00:00"; mf = "2G"; cl = 1; arch = "lx*-amd64|sol*" ]; ]')
-    assert job.task_queue["definition"]["resource_requests"] == {
+    assert job.task_queue.hard_requests == {
         "arch": "lx*-amd64|sol*", "compiler_lic": 1, "h_rt": 3600, "mem_free": 2 * 1024**3}
     same = run('[ Executable = "y"; ResourceRequests = [ mem_free = "2048M"; h_rt = 3600; compiler_lic = 1; '
                'a = "lx*-amd64|sol*" ]; ]')
-    assert same.task_queue["tq_key"] == job.task_queue["tq_key"]
+    assert same.task_queue.key == job.task_queue.key
 
 
 def run(text: str, identity=ROLAND, env=None) -> Job:
@@ -100,6 +100,30 @@ def test_a_classad_expression_gets_a_pool_of_the_queues_it_does_not_exclude():
     names = [q.name for q in job.pool.queues]
     assert "LCG.IN2P3.fr/cccondorce01.in2p3.fr/mc" in names       # 172800 s, 16000 MB
     assert "LCG.CERN.ch/ce01.cern.ch/short" not in names           # 3600 s
+
+
+def test_an_expression_reads_the_jobs_own_attributes():
+    """Spec 004 matchmaking: the job's ad is MY, the queue's TARGET; an unscoped name is the job's first."""
+    for requirements in ("other.Memory >= MinMem && other.Memory < 3000", "other.Memory >= my.MinMem && Memory < 3000"):
+        job = run(f'[ Executable = "x"; CPUTime = 3000; MinMem = 2000; Requirements = {requirements}; ]')
+        # CERN's long queue describes no Memory: Undefined there, decided by its pilots.
+        assert queue_names(job) == ["LCG.CERN.ch/ce01.cern.ch/long", "LCG.CERN.ch/ce01.cern.ch/short",
+                                    "LCG.IN2P3.fr/cccondorce01.in2p3.fr/short"], requirements
+
+
+def test_the_jobs_attributes_an_expression_reads_are_part_of_its_pool_and_task_queue():
+    expression = "other.Memory >= MinMem"
+    small = run(f'[ Executable = "x"; MinMem = 2000; Requirements = {expression}; ]')
+    big = run(f'[ Executable = "x"; MinMem = 9000; Requirements = {expression}; ]')
+    assert small.pool.pool_id != big.pool.pool_id
+    assert small.task_queue.key != big.task_queue.key
+    assert big.task_queue.requirements_ad == "[ MinMem = 9000 ]"
+    # What the expression does not read does not split the pool.
+    other = run(f'[ Executable = "y"; Arguments = "-v"; MinMem = 2000; Requirements = {expression}; ]')
+    assert (other.pool.pool_id, other.task_queue.key) == (small.pool.pool_id, small.task_queue.key)
+    # An expression that reads nothing of the job keeps the pool it always had.
+    plain = run('[ Executable = "x"; Requirements = other.Memory >= 2000; ]')
+    assert "my" not in plain.pool.requirements and "requirements_ad" not in plain.task_queue.document()
 
 
 def test_bad_requirement_value_is_refused_with_the_parameter():
@@ -174,8 +198,8 @@ def test_cpu_time_is_compared_by_segment():
 def test_identical_scheduling_content_shares_a_task_queue():
     a = run('[ Executable = "a"; JobName = "one"; CPUTime = 1000; Site = "LCG.CERN.ch"; ]')
     b = run('[ Executable = "b"; Arguments = "x"; JobName = "two"; CPUTime = 1700; Site = "LCG.CERN.ch"; ]')
-    assert a.task_queue["tq_key"] == b.task_queue["tq_key"]
-    assert a.task_queue["cpu_time"] == 1800
+    assert a.task_queue.key == b.task_queue.key
+    assert a.task_queue.request.cpu_time == 1800
 
 
 @pytest.mark.parametrize(
@@ -190,12 +214,12 @@ def test_identical_scheduling_content_shares_a_task_queue():
 )
 def test_different_scheduling_content_gets_another_task_queue(other):
     base = run('[ Executable = "a"; CPUTime = 1000; ]')
-    assert run(other).task_queue["tq_key"] != base.task_queue["tq_key"]
+    assert run(other).task_queue.key != base.task_queue.key
 
 
 def test_task_queue_priority_comes_from_the_group_share():
-    assert run('[ Executable = "a"; ]').task_queue["priority"] == 1000 * 1000
-    assert run('[ Executable = "a"; ]', ANDRE).task_queue["priority"] == 500 * 1000
+    assert run('[ Executable = "a"; ]').task_queue_priority == 1000 * 1000
+    assert run('[ Executable = "a"; ]', ANDRE).task_queue_priority == 500 * 1000
 
 
 # ---------------------------------------------------------------- the chain itself

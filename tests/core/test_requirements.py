@@ -275,3 +275,14 @@ def test_eligible_queues_and_sites() -> None:
     assert eligible_sites(queues) == ["A.site", "B.site"]
     assert eligible_sites([]) == []
     assert len(eligible_queues({}, Resources(GRID), TYPES)) == 3
+
+
+def test_an_expression_the_library_raises_on_is_refused_at_submission_and_kept_by_the_refresh() -> None:
+    from wms.core import classad, pools
+
+    # random(0) raises where the queue has 16000 MB (1 - 1 = 0), is Undefined or false elsewhere
+    document = pools.pool_document("lhcb", expression="random(other.Memory / 16000 - 1) >= 0")
+    with pytest.raises(classad.ClassAdEvalError, match="^Requirements: cannot evaluate .*failed to evaluate"):
+        pools.pool_queues(document, Resources(GRID, vo="lhcb"), TYPES)
+    kept = pools.pool_queues(document, Resources(GRID, vo="lhcb"), TYPES, strict=False)
+    assert QueueRef("B.site", "ce", "q") in kept

@@ -55,9 +55,3 @@ def test_no_queue_message_lists_reasons_in_order():
     )
 
 
-def test_request_from_task_queue_definition():
-    definition = {"sites": ["A"], "banned_sites": [], "platforms": ["x"], "cpu_time": 3600, "tags": ["GPU"],
-                  "number_of_processors": 4}
-    assert s.SchedulingRequest.from_definition(definition) == s.SchedulingRequest(
-        sites=("A",), platforms=("x",), cpu_time=3600, tags=("GPU",), processors=4
-    )

@@ -170,19 +170,6 @@ def test_set_status_in_bulk(engine: Engine, now: datetime) -> None:
     assert len(statements) <= 20
 
 
-def test_set_minor_status(engine: Engine, now: datetime) -> None:
-    a, b, c = insert(engine, [job(0), job(1), job(2)], now)
-    later = now + timedelta(seconds=5)
-    with engine.begin() as conn:
-        assert jobs_db.set_minor_status(conn, [a, b], "Pilot Agent Submission") == 2
-        jobs_db.set_minor_status(conn, [c], "Input data", now=later)
-    with engine.connect() as conn:
-        rows = {r["job_id"]: r for r in jobs_db.get_jobs(conn, [a, b, c])}
-    assert rows[a]["minor_status"] == rows[b]["minor_status"] == "Pilot Agent Submission"
-    assert rows[a]["last_update_time"] == now
-    assert rows[c]["minor_status"] == "Input data" and rows[c]["last_update_time"] == later
-
-
 def test_list_jobs(engine: Engine, now: datetime) -> None:
     ids = insert(
         engine,
@@ -202,29 +189,15 @@ def test_list_jobs(engine: Engine, now: datetime) -> None:
         assert listed(owner="nobody") == []
 
 
-def test_jobs_of_pool(engine: Engine, now: datetime) -> None:
-    p, q = "a" * 64, "b" * 64
-    ids = insert(
-        engine,
-        [job(0, submit_pool=p, status=W.value), job(1, submit_pool=p, status=JobStatus.DONE.value),
-         job(2, submit_pool=q, status=W.value), job(3, submit_pool=p, status=M.value)],
-        now,
-    )
-    with engine.connect() as conn:
-        assert jobs_db.jobs_of_pool(conn, p, W.value) == [ids[0]]
-        assert jobs_db.jobs_of_pool(conn, p, [W.value, M.value]) == [ids[0], ids[3]]
-        assert jobs_db.jobs_of_pool(conn, "c" * 64, W.value) == []
-
-
 def test_set_task_queue_minor_status(engine: Engine, now: datetime) -> None:
     definition = {"tq_key": "k" * 64, "owner": "roland", "owner_group": "lhcb_user", "vo": "lhcb",
                   "submit_pool": None, "cpu_time": 86400, "definition": "{}", "priority": 1}
     with engine.begin() as conn:
         tq = tq_db.get_or_create_task_queues(conn, [definition], now)["k" * 64]
-    ids = insert(engine, [job(0, task_queue_id=tq, status=W.value), job(1, task_queue_id=tq, status=W.value),
+    ids = insert(engine, [job(0, task_queue_id=tq, status=W.value),
+                          job(1, task_queue_id=tq, status=W.value, minor_status="No eligible queue"),
                           job(2, task_queue_id=tq, status=M.value)], now)
     with engine.begin() as conn:
-        jobs_db.set_minor_status(conn, [ids[1]], "No eligible queue")
         assert jobs_db.set_task_queue_minor_status(conn, tq, W.value, "No eligible queue", now) == 1
         assert jobs_db.set_task_queue_minor_status(conn, tq, W.value, "No eligible queue", now) == 0
     with engine.connect() as conn:

@@ -23,10 +23,11 @@ def test_add_get_delete(engine: Engine, now: datetime) -> None:
     assert token == {
         "token_hash": H1, "user": "roland", "user_group": "lhcb_user", "vo": "lhcb", "role": "user",
         "description": "laptop", "created": now, "expires": None, "pilot_id": None, "revoked": None,
+        "slots": None, "isolation": None, "isolation_note": None,
     }
     with engine.begin() as conn:
-        assert tokens_db.delete_token(conn, H1) is True
-        assert tokens_db.delete_token(conn, H1) is False
+        assert tokens_db.delete_token(conn, H1, now) is True
+        assert tokens_db.delete_token(conn, H1, now) is False
     with engine.connect() as conn:
         assert tokens_db.get_token(conn, H1) is None
 
@@ -80,3 +81,41 @@ def test_pilot_tokens_are_extended_and_revoked_by_pilot(engine: Engine, now: dat
         rows = {d: tokens_db.get_token(conn, d) for d in (H1, H2, H3)}
     assert rows[H1]["expires"] == now + timedelta(hours=1) and rows[H2]["expires"] == later
     assert rows[H3]["revoked"] == now and rows[H1]["revoked"] is None
+
+
+# ---------------------------------------------------------------- the note of ended tokens
+def test_every_early_end_of_a_token_is_noted_with_a_new_version(engine: Engine, now: datetime) -> None:
+    with engine.begin() as conn:
+        assert tokens_db.ended_version(conn) == 0 and tokens_db.ended_after(conn, 0) == (0, [])
+        for digest, pilot in ((H1, None), (H2, "p1"), (H3, "p2")):
+            tokens_db.add_token(conn, digest, "u", "g", "vo", "pilot", "", now, pilot_id=pilot)
+    with engine.begin() as conn:
+        assert tokens_db.revoke(conn, H1, now) is True
+        assert tokens_db.revoke(conn, H1, now) is False                  # nothing ended: nothing noted
+    with engine.begin() as conn:
+        assert tokens_db.revoke_pilot_tokens(conn, ["p1", "p2", "nobody"], now) == 2
+        assert tokens_db.revoke_pilot_tokens(conn, ["p1"], now) == 0
+    with engine.begin() as conn:
+        assert tokens_db.delete_token(conn, H1, now) is True
+    with engine.connect() as conn:
+        assert tokens_db.ended_version(conn) == 3                         # one version per transaction
+        version, ended = tokens_db.ended_after(conn, 0)
+        assert version == 3 and ended is not None
+        assert (ended[0], sorted(ended[1:3]), ended[3]) == (H1, sorted([H2, H3]), H1)   # revoked, the pilots', deleted
+        assert tokens_db.ended_after(conn, 2) == (3, [H1])
+        assert tokens_db.ended_after(conn, 3) == (3, [])
+        assert tokens_db.ended_after(conn, 4) == (3, None)                # made again lower: unknown
+
+
+def test_the_note_keeps_its_last_lines_whole_versions_at_a_time(engine: Engine, now: datetime,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens_db, "ENDED_KEPT", 4)
+    digests = [f"{n:064x}" for n in range(7)]
+    for batch in (digests[0:2], digests[2:5], digests[5:7]):       # versions 1, 2, 3
+        with engine.begin() as conn:
+            tokens_db.note_ended(conn, batch, now)
+    with engine.connect() as conn:
+        # Five lines would be one too many; version 2's three go whole, not one of them.
+        assert tokens_db.ended_after(conn, 2) == (3, digests[5:7])
+        assert tokens_db.ended_after(conn, 1) == (3, None)               # version 2 is no longer there
+        assert tokens_db.ended_after(conn, 0) == (3, None)

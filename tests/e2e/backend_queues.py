@@ -1,11 +1,12 @@
-"""Queues whose pilots go to a real Slurm (``Backend: slurm``) or over ssh
-(``Backend: ssh``), for the end-to-end tests: their resources.yaml
+"""Queues whose pilots go to a real Slurm (``Backend: slurm``), over ssh
+(``Backend: ssh``) or to an ARC CE (``Backend: arc``), for the end-to-end tests: their resources.yaml
 entries, jobs only one of them can run, what is checked of their pilots,
 and the clean-up of the pilots left at the end.
 
 The Slurm is the session's one-node cluster (tests/slurm_cluster.py,
 fixture ``slurm_cluster``), the ssh node the session's sshd on loopback
-(tests/sshd_server.py, fixture ``ssh_server``).
+(tests/sshd_server.py, fixture ``ssh_server``), the ARC CE the session's
+A-REX on loopback (tests/arc.py, fixture ``arc_ce``).
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from sqlalchemy import select
 from tests.e2e.processes import tails
 from wms.db import schema
 from wms.db.engine import make_engine
-from wms.services.slurm_jobs import SlurmRef
-from wms.services.ssh_jobs import parse_ref
+from wms.backends.slurm_jobs import SlurmRef
+from wms.backends.ssh_jobs import parse_ref
 
 SLURM_SITE = "E2E.Slurm.ch"
 SLURM_QUEUE = f"{SLURM_SITE}/slurm.e2e.ch/batch"
 SSH_SITE = "E2E.Ssh.ch"
 SSH_QUEUE = f"{SSH_SITE}/node.e2e.ch/batch"
+ARC_SITE = "E2E.Arc.ch"
+ARC_QUEUE = f"{ARC_SITE}/arc.e2e.ch/fork"
 
 # The one-node Slurm has two CPUs: two pilots of one CPU each.
 SLURM_SITE_YAML = """\
@@ -53,14 +56,31 @@ SSH_SITE_YAML = """\
         SSHKey: {key}
         SSHKnownHosts: {known_hosts}
         SSHDirectory: {directory}
+        # The jobs print where they came from: the site passes ssh's variable on.
+        JobEnv: [SSH_CONNECTION]
         Queues:
           batch: {{CPUTime: 86400, MaxWaitingPilots: 2, MaxTotalPilots: 2, complex_values: {{slots: 2}}}}
 """
+# The CE's fork queue runs every job at once: two pilots at a time.
+ARC_SITE_YAML = """\
+  E2E.Arc.ch:
+    CEs:
+      arc.e2e.ch:
+        Backend: arc
+        ARCEndpoint: {endpoint}
+        ARCCertificate: {cert}
+        ARCKey: {key}
+        ARCCAFile: {ca}
+        Queues:
+          fork: {{CPUTime: 86400, ARCQueue: fork, ARCRSL: '(walltime="30")', MaxWaitingPilots: 2,
+                 MaxTotalPilots: 2, complex_values: {{slots: 2}}}}
+"""
 
 
-def resources(slurm_cluster: Any = None, ssh_server: Any = None, node_dir: Path | None = None) -> str:
+def resources(slurm_cluster: Any = None, ssh_server: Any = None, node_dir: Path | None = None,
+              arc_ce: Any = None) -> str:
     """resources.yaml with the Slurm queue, the ssh queue (pilots in
-    ``node_dir`` on the node), or both."""
+    ``node_dir`` on the node), the ARC queue, or several of them."""
     text = "Sites:\n"
     if slurm_cluster is not None:
         text += SLURM_SITE_YAML.format(conf=slurm_cluster.conf)
@@ -68,6 +88,9 @@ def resources(slurm_cluster: Any = None, ssh_server: Any = None, node_dir: Path 
         assert node_dir is not None
         text += SSH_SITE_YAML.format(port=ssh_server.port, user=ssh_server.user, key=ssh_server.client_key,
                                      known_hosts=ssh_server.known_hosts, directory=node_dir)
+    if arc_ce is not None:
+        text += ARC_SITE_YAML.format(endpoint=arc_ce.endpoint, cert=arc_ce.user_cert, key=arc_ce.user_key,
+                                     ca=arc_ce.ca_file())
     return text
 
 

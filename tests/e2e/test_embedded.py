@@ -29,6 +29,10 @@ def test_embedded_run_survives_a_dead_pilot(tmp_path):
         run.finish(database_url)
         assert server.process is not None and server.process.poll() is None
         assert (tmp_path / "var" / "pilots" / f"{run.killed_pilot}.log").exists()
+        # wms up's pilots run their jobs in a sandbox (bubblewrap: `make test` installs it).
+        pilot_logs = [p.read_text() for p in (tmp_path / "var" / "pilots").glob("*.log")]
+        assert pilot_logs and all("payloads run isolated: bubblewrap" in text for text in pilot_logs
+                                  if "slot(s), lifetime" in text)
         # The log at the default level: each agent run, each pilot sent, each match; no token.
         log = server.log.read_text()
         assert "INFO    wms.agents agent site_director ran in " in log

@@ -239,8 +239,9 @@ def test_a_huge_upload_is_refused_before_its_body_is_read(site: Site) -> None:
     assert sent < 20 * 1024 * 1024
     assert site.rows(schema.sandbox_uploads) == before      # nothing of these was recorded
     with site.server.api(roland) as api:
-        assert api.get("/sandboxes/limits").json() == {"file_bytes": FILE_BYTES, "job_bytes": JOB_BYTES,
-                                                       "store": STORES[site.backend]}
+        limits = api.get("/sandboxes/limits").json()
+        assert {key: limits[key] for key in ("file_bytes", "job_bytes", "store")} == {
+            "file_bytes": FILE_BYTES, "job_bytes": JOB_BYTES, "store": STORES[site.backend]}
 
 
 def held_job(site: Site, pilot_id: str) -> tuple[int, int]:
@@ -313,3 +314,36 @@ def test_sandbox_names_cannot_leave_the_job_directory(site: Site) -> None:
     refused = site.server.wms("submit", "-", stdin='[ Executable = "/bin/true"; InputSandbox = {"data/.."}; ]',
                               token=site.server.issued["roland"])
     assert refused.returncode == 1 and "'..' is not a file name" in refused.stderr, refused.stderr
+
+
+# DIRAC's tutorial (Simple.jdl) and a production portal's template, as their users write them: no brackets,
+# the script in the sandbox (no execute bit), and the streams under names of their own.
+DIRAC_JDL = """\
+JobName = "dirac_tutorial";
+Executable = "run.sh";
+Arguments = "hello";
+StdOutput = "StdOut";
+StdError = "StdErr";
+InputSandbox = {"run.sh"};
+OutputSandbox = {"StdOut","StdErr"};
+"""
+
+
+def test_a_jdl_as_dirac_users_write_it_runs_its_sandbox_script_and_returns_the_streams_it_named(site, tmp_path):
+    server, roland = site.server, site.server.issued["roland"]
+    directory = tmp_path / "job"
+    directory.mkdir()
+    (directory / "run.sh").write_text('#!/bin/sh\necho "said $1"\necho "complained" >&2\n')
+    (directory / "run.sh").chmod(0o644)
+    (directory / "Simple.jdl").write_text(DIRAC_JDL)
+    [job_id] = server.json("submit", str(directory / "Simple.jdl"), token=roland)["job_ids"]
+    log = run_pilot(site, tmp_path)
+    [status] = server.json("status", str(job_id), token=roland)
+    assert (status["Status"], status["MinorStatus"]) == ("Done", "Execution Complete"), log[-3000:]
+    out = tmp_path / "out"
+    fetched = server.wms("output", str(job_id), "--dir", str(out), token=roland)
+    assert fetched.returncode == 0, fetched.stderr
+    assert sorted(os.listdir(out)) == ["StdErr", "StdOut"]
+    assert (out / "StdOut").read_text() == "said hello\n"
+    assert (out / "StdErr").read_text() == "complained\n"
+    assert server.ok("output", str(job_id), token=roland) == "said hello\n"

@@ -18,7 +18,7 @@ import subprocess
 from tests.e2e.processes import EmbeddedHandle
 from tests.e2e.scenario import MANAGER, USER, environment, wait_until, write_config
 from tests.servers import free_port
-from wms.services.slurm_jobs import SlurmRef
+from wms.backends.slurm_jobs import SlurmRef
 
 QUEUE = "E2E.Slurm.ch/slurm.e2e.ch/batch"
 RESOURCES = """\

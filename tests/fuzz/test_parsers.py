@@ -28,7 +28,7 @@ from wms.core.quotas.parser import parse_rule_sets
 from wms.core.quotas.render import render_sets
 from wms.core.requirements import canonical_requirements, submit_pool_id
 from wms.core.reservations import switches
-from wms.core.reservations.timespec import format_date_time, parse_date_time, parse_duration
+from wms.core.reservations.timespec import format_date_time, parse_date_time, parse_time_span
 
 NASTY = ["\x00", "\udfff", "\ud800", "é", "\u2028", "\t", "\r", "\n", "\\", '"', "'", " ", "9" * 25, "1e400",
          "-0", "0x", "nan", "inf", "infinity"]
@@ -288,7 +288,7 @@ TIME_PIECES = list(string.digits) + [":", ".", "k", "K", "m", "M", "g", "G", "e"
 
 @given(texts(TIME_PIECES, 30))
 def test_durations_and_times_parse_or_are_refused(text: str) -> None:
-    for parse in (parse_duration, quantities.parse_time, quantities.parse_memory, quantities.parse_number):
+    for parse in (parse_time_span, quantities.parse_time, quantities.parse_memory, quantities.parse_number):
         try:
             parse(text)
         except InvalidInput as exc:

@@ -42,6 +42,7 @@ def pilot_config(tmp: Path) -> Path:
 
 USERS = {
     "roland": ("roland", "lhcb_user", "lhcb", "user"),
+    "alice": ("alice", "lhcb_user", "lhcb", "user"),
     "admin": ("admin", "lhcb_prod", "lhcb", "manager"),
     "pilot": ("pilot", "lhcb_pilot", "lhcb", "pilot"),
 }

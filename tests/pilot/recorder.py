@@ -25,6 +25,7 @@ class Recorder:
         self.statuses: list[tuple[str, str, int | None]] = []
         self.outputs: list[tuple[str, str, bool]] = []
         self.heartbeats = 0
+        self.ended_ago: list[float | None] = []      # what each status call said of the payload's end
         self.kill_after = kill_after
         self.on_status = on_status
         self.on_heartbeat = on_heartbeat
@@ -32,8 +33,10 @@ class Recorder:
         self.running = threading.Event()
         self.t0 = time.monotonic()
 
-    def status(self, job_id: int, status: str, minor: str, exit_code: int | None) -> None:
+    def status(self, job_id: int, status: str, minor: str, exit_code: int | None,
+               ended_ago: float | None = None) -> None:
         self.calls.append(("status", job_id, status, minor, exit_code))
+        self.ended_ago.append(ended_ago)
         if self.on_status:
             self.on_status(status)
         self.statuses.append((status, minor, exit_code))

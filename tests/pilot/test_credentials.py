@@ -26,7 +26,7 @@ class FakeClient:
         self.answers = list(answers)
         self.calls: list[str] = []
 
-    def renew_token(self, pilot_id: str):
+    def renew_token(self, pilot_id: str, declaration=None):
         self.calls.append(pilot_id)
         answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
         if isinstance(answer, Exception):

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pilot.main import build_parser, main, split_list
+from pilot.orphans import processes
 from tests.helpers import REPO, patience, wait_until
 from tests.pilot.conftest import LOCAL, jdl, status, submit
 from tests.servers import ServerHandle, free_port
@@ -34,9 +35,17 @@ def pilot_cmd(server: ServerHandle, tmp_path: Path, *extra: str, site: tuple[str
     return [
         sys.executable, "-m", "pilot.main", "--url", server.url, "--site", site[0], "--ce", site[1],
         "--queue", site[2], "--workdir", str(tmp_path / "work"), "--poll", "0.2", "--heartbeat", "1",
-        "--max-empty", "2", "--min-time-left", "0", "--grace", "1", "--pilot-id", PILOT_ID,
+        "--max-empty", "2", "--min-time-left", "0", "--grace", "1", "--pilot-id", pilot_id_for(extra),
         "--platform", "x86_64-el9", *extra,
     ]
+
+
+def pilot_id_for(extra: tuple[str, ...] | list[str]) -> str:
+    """The tests' pilot of one slot is PILOT_ID; one of another size is
+    another pilot (its own id and token): a pilot token keeps the slots its
+    pilot first declared and refuses more (docs/security.md)."""
+    slots = extra[extra.index("--slots") + 1] if "--slots" in extra else "auto"
+    return PILOT_ID if slots == "1" else f"{PILOT_ID}-{slots}-slots"
 
 
 def pilot_env(tokens: dict, pilot_id: str = PILOT_ID) -> dict[str, str]:
@@ -46,13 +55,13 @@ def pilot_env(tokens: dict, pilot_id: str = PILOT_ID) -> dict[str, str]:
 
 def run_pilot(server: ServerHandle, tokens: dict, tmp_path: Path, *extra: str, timeout: float = 120,
               **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(pilot_cmd(server, tmp_path, *extra, **kw), env=pilot_env(tokens), cwd=REPO, text=True,
-                          capture_output=True, timeout=patience(timeout))
+    return subprocess.run(pilot_cmd(server, tmp_path, *extra, **kw), env=pilot_env(tokens, pilot_id_for(extra)),
+                          cwd=REPO, text=True, capture_output=True, timeout=patience(timeout))
 
 
 def start_pilot(server: ServerHandle, tokens: dict, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(pilot_cmd(server, tmp_path, *extra), env=pilot_env(tokens), cwd=REPO, text=True,
-                            stderr=subprocess.PIPE)
+    return subprocess.Popen(pilot_cmd(server, tmp_path, *extra), env=pilot_env(tokens, pilot_id_for(extra)),
+                            cwd=REPO, text=True, stderr=subprocess.PIPE)
 
 
 def history(server: ServerHandle, tokens: dict, job_id: int) -> list[dict]:
@@ -191,7 +200,8 @@ def test_slots_fill_concurrently_and_are_accounted(server, tokens, tmp_path):
     # NumberOfProcessors 2 in the tests' configuration) on a 3-slot pilot.
     # Each one-slot job waits until all three have started (then ends), so
     # they overlap however slowly a loaded machine starts them; run one
-    # after the other, they would fail (exit 1 after a minute).
+    # after the other, they would fail (exit 1 after a minute). They meet
+    # in a directory of the test's, which a sandbox would hide: unisolated.
     started = tmp_path / "started"
     started.mkdir()
     together = (f"touch {started}/$WMS_JOB_ID; n=0; "
@@ -199,7 +209,7 @@ def test_slots_fill_concurrently_and_are_accounted(server, tokens, tmp_path):
                 f"[ $(ls {started} | wc -l) -ge 3 ]")
     singles = submit(server, tokens, tmp_path, *[jdl(together)] * 3)
     [double] = submit(server, tokens, tmp_path, jdl("sleep 0.3", "NumberOfProcessors = 2;"))
-    proc = run_pilot(server, tokens, tmp_path, "--slots", "3", "--max-empty", "5")
+    proc = run_pilot(server, tokens, tmp_path, "--slots", "3", "--max-empty", "5", "--isolation", "none")
     assert proc.returncode == 0, proc.stderr
     assert {status(server, tokens, j)["Status"] for j in [*singles, double]} == {"Done"}, proc.stderr
     assert f"matched job {double} (2 slot(s))" in proc.stderr
@@ -227,13 +237,28 @@ def test_h_rt_from_the_match(server, tokens, tmp_path):
     assert "h_rt=2.0" in proc.stderr
 
 
+def command_lines() -> list[list[str]]:
+    """The command line of every process now, as words."""
+    found = []
+    for pid, _ in processes():
+        try:
+            found.append(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1])
+        except OSError:
+            continue                        # gone meanwhile
+    return found
+
+
 def test_kill_reaches_the_pilot_through_the_heartbeat(server, tokens, tmp_path):
-    [job] = submit(server, tokens, tmp_path, jdl("echo $$ > pid; exec sleep 300"))
+    # The job's program is found by its command line: in its sandbox, its
+    # own pid is 2 or so, not the one this test sees.
+    mark = f"300.{os.getpid()}{time.monotonic_ns() % 10**6}"
+    [job] = submit(server, tokens, tmp_path, jdl(f"exec sleep {mark}"))
     proc = start_pilot(server, tokens, tmp_path, "--slots", "1")
     try:
         wait_for_status(server, tokens, [job], "Running", proc)
         t0 = time.monotonic()
-        assert server.ok("kill", str(job), token=tokens["roland"]).strip() == f"{job} killed"
+        assert server.ok("kill", str(job), token=tokens["roland"]).strip() == (
+            f"{job} killed; its pilot stops the payload at its next heartbeat")
         _, err = proc.communicate(timeout=patience(90))
     finally:
         proc.kill()
@@ -246,27 +271,24 @@ def test_kill_reaches_the_pilot_through_the_heartbeat(server, tokens, tmp_path):
     result = server("output", str(job), token=tokens["roland"])
     assert result.returncode == 1 and "has no output yet" in result.stderr
     # The job's process is gone.
-    pid = int((tmp_path / "work" / str(job) / "pid").read_text())
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        pass
-    else:
-        raise AssertionError(f"job process {pid} still alive")
+    assert ["sleep", mark] not in command_lines(), "the job's process is still alive"
 
 
 def test_a_final_report_refused_with_409_is_dropped(server, tokens, tmp_path):
     # Killed while running, between two heartbeats: the job ends on its own
     # (once the test lets it), its Done is refused (HTTP 409, the job is not
     # this pilot's any more) and the pilot goes on.
-    release = tmp_path / "release"
-    [job] = submit(server, tokens, tmp_path, jdl(f"n=0; while [ ! -e {release} ] && [ $n -lt 1200 ]; do sleep 0.05; "
+    # The release comes into the job's own directory, the one place of the
+    # node its sandbox shows it.
+    [job] = submit(server, tokens, tmp_path, jdl("n=0; while [ ! -e release ] && [ $n -lt 1200 ]; do sleep 0.05; "
                                                  "n=$((n+1)); done"))
+    release = tmp_path / "work" / str(job) / "release"
     proc = start_pilot(server, tokens, tmp_path, "--slots", "1", "--heartbeat", "600")
     try:
         wait_for_status(server, tokens, [job], "Running", proc)
         with server.api(tokens["roland"]) as api:
-            assert api.post("/jobs/kill", json={"job_ids": [job]}).json()["killed"] == [job]
+            answer = api.post("/jobs/kill", json={"job_ids": [job]}).json()
+        assert answer["killed"] == [job] and answer["stopping"] == [job]     # still on its node: it stops later
         release.touch()
         _, err = proc.communicate(timeout=patience(90))
     finally:

@@ -20,15 +20,15 @@ import pytest
 from pilot.orphans import SUFFIX, end_orphans, private_dir, proc_fields, processes, session_members, start_time
 from tests.pilot.conftest import jdl, submit
 from tests.pilot.test_main import pilot_cmd, pilot_env, wait_for_status
-from tests.helpers import REPO, patience
+from tests.helpers import REPO, patience, wait_until
 
 # Long enough that only a kill ends it within the test (a loaded machine
 # may be slow): far longer than any wait below, patience included.
 SLOW = "sleep 300; touch {marker}"
 
 
-def start(server, tokens, tmp_path: Path, state_dir: Path, pilot_id: str) -> subprocess.Popen[str]:
-    cmd = pilot_cmd(server, tmp_path, "--slots", "1", "--state-dir", str(state_dir))
+def start(server, tokens, tmp_path: Path, state_dir: Path, pilot_id: str, *options: str) -> subprocess.Popen[str]:
+    cmd = pilot_cmd(server, tmp_path, "--slots", "1", "--state-dir", str(state_dir), *options)
     cmd[cmd.index("--pilot-id") + 1] = pilot_id
     return subprocess.Popen(cmd, env=pilot_env(tokens, pilot_id), cwd=REPO, text=True, stderr=subprocess.PIPE)
 
@@ -92,11 +92,14 @@ def test_the_payload_dies_with_its_pilot(server, tokens, tmp_path):
 
 
 def test_a_new_pilot_ends_the_payloads_of_a_dead_predecessor(server, tokens, tmp_path):
-    """The pilot and its watchdog both killed: the next pilot on the node cleans up."""
+    """The pilot and its watchdog both killed: the next pilot on the node cleans up.
+
+    Unisolated: a sandboxed payload dies with its pilot by the kernel's own
+    doing (the next test), so only an unisolated one can be left behind."""
     marker = tmp_path / "marker"
     state = tmp_path / "state"
     [job_id] = submit(server, tokens, tmp_path, jdl(SLOW.format(marker=marker)))
-    pilot = start(server, tokens, tmp_path, state, "first-pilot")
+    pilot = start(server, tokens, tmp_path, state, "first-pilot", "--isolation", "none")
     wait_for_status(server, tokens, [job_id], "Running", pilot)
     payload = payload_of(pilot)
     [watchdog] = [pid for pid, cmd in children(pilot.pid) if "pilot.orphans" in cmd]
@@ -110,6 +113,27 @@ def test_a_new_pilot_ends_the_payloads_of_a_dead_predecessor(server, tokens, tmp
     _, err = successor.communicate(timeout=patience(90))
     assert "ended 1 job session(s) left by dead pilots on this node" in err
     assert not list(state.glob(f"first-pilot.*{SUFFIX}"))
+    assert not wait_session_gone(payload) and not marker.exists()
+
+
+def test_a_sandboxed_payload_dies_with_its_pilot_even_without_the_watchdog(server, tokens, tmp_path):
+    """bwrap --die-with-parent: the kernel ends the sandbox when the pilot dies,
+    however it dies, and the sandbox's PID namespace takes every process in it."""
+    marker = tmp_path / "marker"
+    state = tmp_path / "state"
+    [job_id] = submit(server, tokens, tmp_path, jdl(SLOW.format(marker=marker)))
+    pilot = start(server, tokens, tmp_path, state, "doomed-pilot")
+    wait_for_status(server, tokens, [job_id], "Running", pilot)
+    payload = payload_of(pilot)
+    # Until the sandbox runs (bwrap, its init, the job's shell and sleep),
+    # bwrap may not yet have asked for the parent-death signal: a pilot
+    # dying in that moment is the watchdog's and the registry's to handle.
+    assert wait_until(lambda: len(session_members(payload)) >= 4, 60)
+    [watchdog] = [pid for pid, cmd in children(pilot.pid) if "pilot.orphans" in cmd]
+    os.kill(watchdog, signal.SIGKILL)
+    pilot.send_signal(signal.SIGKILL)
+    pilot.wait()
+    assert wait_gone(payload), "the sandbox outlived its pilot"
     assert not wait_session_gone(payload) and not marker.exists()
 
 

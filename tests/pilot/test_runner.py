@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pilot.client import JobLost, NetworkError
+from pilot.isolation import inherited
 from pilot.runner import (
     JobResult,
     JobSpec,
@@ -231,13 +233,31 @@ def test_job_directory_numbering(tmp_path):
 
 
 def test_environment(tmp_path, monkeypatch):
+    # Of the pilot's environment a job gets PATH, the locale and the terminal
+    # only (a pilot's environment may carry the batch system's or the site's
+    # secrets), never the pilot's token; its own variables and WMS_* on top,
+    # HOME its directory, and its job token when the Matcher gave one.
     monkeypatch.setenv("PILOT_SIDE", "inherited")
+    monkeypatch.setenv("LC_TIME", "C")
     monkeypatch.setenv("WMS_TOKEN", "secret-pilot-token")
     monkeypatch.setenv("WMS_PILOT_TOKEN", "secret-pilot-token")
-    spec = sh(13, 'echo "$WMS_JOB_ID|$FOO|$PILOT_SIDE|${WMS_TOKEN-unset}|${WMS_PILOT_TOKEN-unset}|$WMS_JOB_DIR"',
+    spec = sh(13, 'echo "$WMS_JOB_ID|$FOO|${PILOT_SIDE-unset}|${WMS_TOKEN-unset}|${WMS_PILOT_TOKEN-unset}|$WMS_JOB_DIR'
+                  '|$HOME|$LC_TIME|${WMS_JOB_TOKEN-unset}"',
               environment={"FOO": "bar baz", "WMS_JOB_ID": "forged"})
     _, rec = run(spec, tmp_path)
-    assert rec.outputs[0][0] == f"13|bar baz|inherited|unset|unset|{tmp_path / '13'}\n"
+    job_dir = tmp_path / "13"
+    assert rec.outputs[0][0] == f"13|bar baz|unset|unset|unset|{job_dir}|{job_dir}|C|unset\n"
+    with_token = dataclasses.replace(sh(14, 'echo "$WMS_JOB_TOKEN"'), job_token="wmsj_14.1.abc")
+    _, rec = run(with_token, tmp_path)
+    assert rec.outputs[0][0] == "wmsj_14.1.abc\n"
+
+
+def test_a_site_passes_more_of_the_pilots_environment():
+    env = {"PATH": "/usr/bin", "X509_CERT_DIR": "/etc/grid-security/certificates", "SLURM_JOB_ID": "7",
+           "SSH_AUTH_SOCK": "/tmp/agent", "AWS_SECRET_ACCESS_KEY": "k"}
+    assert inherited(env) == {"PATH": "/usr/bin", "SLURM_JOB_ID": "7"}
+    assert inherited(env, ["X509_*"]) == {"PATH": "/usr/bin", "X509_CERT_DIR": "/etc/grid-security/certificates",
+                                          "SLURM_JOB_ID": "7"}
 
 
 def test_arguments_split_like_a_shell(tmp_path):
@@ -327,6 +347,15 @@ def test_the_output_upload_outlasts_a_short_outage(tmp_path):
     result, rec = run(sh(22, "echo kept"), tmp_path, Recorder(on_output=down_twice), patience=30)
     assert (result.status, len(tries)) == ("Done", 3)
     assert rec.outputs == [("kept\n", "", False)] and rec.statuses[-1] == ("Done", "Execution Complete", 0)
+
+
+def test_the_done_report_says_how_long_ago_the_payload_ended(tmp_path):
+    """Its output took a second to store: the server is told the payload
+    ended that long before the report, and dates the job's end so."""
+    result, rec = run(sh(24, "echo slow upload"), tmp_path, Recorder(on_output=lambda: time.sleep(1.0)))
+    assert result.status == "Done"
+    assert rec.ended_ago[0] is None                           # Running: nothing has ended
+    assert 1.0 <= rec.ended_ago[-1] < 10.0, rec.ended_ago
 
 
 def test_a_job_whose_output_cannot_be_stored_is_not_done(tmp_path):
@@ -478,3 +507,20 @@ def test_parse_proc_stat_with_odd_command_names():
     assert st.cpu == pytest.approx(3.15)
     own = parse_proc_stat(Path(f"/proc/{os.getpid()}/stat").read_text())
     assert own.pid == os.getpid() and own.session == os.getsid(0)
+
+
+def test_a_payload_that_links_its_output_elsewhere_uploads_nothing_of_there(tmp_path):
+    """A hostile payload replaces std.out with a link to a file outside its
+    directory (another job's, the pilot's own): the pilot does not follow it."""
+    secret = tmp_path / "other-job-secret"
+    secret.write_text("alice-secret-1234\n")
+    result, rec = run(sh(31, f"rm -f std.out; ln -s {secret} std.out"), tmp_path / "work")
+    assert result.status == "Done"
+    assert rec.outputs == [("", "", False)]
+    assert "alice-secret" not in repr(rec.calls)
+
+
+def test_a_payload_that_leaves_a_pipe_for_its_output_does_not_stall_the_pilot(tmp_path):
+    result, rec = run(sh(32, "rm -f std.out; mkfifo std.out"), tmp_path)
+    assert result.status == "Done" and result.reported
+    assert rec.outputs == [("", "", False)]

@@ -127,3 +127,51 @@ def test_a_job_whose_jdl_names_no_sandbox_costs_no_sandbox_call(tmp_path):
     for spec in (plain, with_files):
         assert run_job(spec, tmp_path, reporter, grace=1.0, poll_interval=0.1).status == "Done"
     assert asked == [9]
+
+
+def run_spec(tmp_path: Path, spec: JobSpec, server: FakeServer):
+    rec = Recorder()
+    reporter = rec.reporter()
+    reporter.sandbox = server.calls()
+    return run_job(spec, tmp_path / "work", reporter, grace=1.0, poll_interval=0.1), rec
+
+
+def test_an_executable_the_input_sandbox_brings_runs_from_the_jobs_directory(tmp_path):
+    """DIRAC's portal pattern: `Executable = "run.sh"; InputSandbox = {"run.sh"};`, no execute bit needed."""
+    server = FakeServer({"run.sh": b"#!/bin/sh\necho ran with $1 in $(basename $PWD)\n"}, [])
+    result, rec = run_spec(tmp_path, JobSpec(job_id=7, executable="run.sh", arguments="x"), server)
+    assert (result.status, result.minor_status) == ("Done", "Execution Complete"), result.minor_status
+    assert rec.outputs == [("ran with x in 7\n", "", False)]
+    assert os.access(result.workdir / "run.sh", os.X_OK)
+
+
+def test_an_executable_that_is_no_file_of_the_job_is_looked_up_in_path(tmp_path):
+    result, rec = run_spec(tmp_path, JobSpec(job_id=7, executable="echo", arguments="from PATH"), FakeServer({}, []))
+    assert result.status == "Done" and rec.outputs == [("from PATH\n", "", False)]
+    outside = run_spec(tmp_path / "b", JobSpec(job_id=8, executable="../run.sh"), FakeServer({}, []))[0]
+    assert outside.status == "Failed" and outside.minor_status.startswith("Cannot start: [Errno 2]")
+
+
+def test_std_output_and_std_error_name_the_streams_files_and_the_output_sandbox_returns_them(tmp_path):
+    """DIRAC's tutorial: `StdOutput = "StdOut"; StdError = "StdErr"; OutputSandbox = {"StdOut","StdErr"};`."""
+    server = FakeServer({}, ["StdOut", "StdErr"])
+    spec = JobSpec(job_id=7, executable=SH, arguments="-c 'echo out; echo err >&2'", stdout_name="StdOut",
+                   stderr_name="StdErr")
+    result, rec = run_spec(tmp_path, spec, server)
+    assert result.status == "Done"
+    assert server.received == {"StdOut": b"out\n", "StdErr": b"err\n"}
+    assert rec.outputs == [("out\n", "err\n", False)]
+    assert sorted(os.listdir(result.workdir)) == ["StdErr", "StdOut"]
+
+
+def test_one_file_named_for_both_streams_gets_both(tmp_path):
+    spec = JobSpec(job_id=7, executable=SH, arguments="-c 'echo out; echo err >&2'", stdout_name="job.log",
+                   stderr_name="job.log")
+    result, rec = run_spec(tmp_path, spec, FakeServer({}, ["job.log"]))
+    assert result.status == "Done" and rec.outputs == [("out\nerr\n", "", False)]
+
+
+def test_stream_names_come_with_the_match_and_a_bad_one_falls_back():
+    spec = JobSpec.from_match({"JobID": 1, "Executable": "x", "StdOutput": "StdOut", "StdError": "../err"})
+    assert (spec.stdout_name, spec.stderr_name) == ("StdOut", "std.err")
+    assert (JobSpec.from_match({"JobID": 1, "Executable": "x"}).stdout_name) == "std.out"

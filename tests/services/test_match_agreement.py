@@ -1,13 +1,15 @@
 """`wms why` and the Matcher agree: both ask the one match framework.
 
 Random jobs (the scheduling keywords, RFC #7 Requirements, ClassAd
-expressions, Grid Engine requests, reservations) are submitted to the
+expressions, some reading the job's own attributes, Grid Engine
+requests, reservations) are submitted to the
 example configuration; for every job and every queue, what `wms why`
 says of the queue is compared with what the Matcher decides for a pilot
 of that queue. A layer `wms why` names is the layer the Matcher names,
 with the same code; where `wms why` finds the queue eligible, the Matcher
 either hands the job out or is stopped, not for ever, by what only a pilot
-tells (its host, its own values): never NEVER.
+tells (its host, its own values): never NEVER. `wms match-queues -v`
+lists as eligible exactly the queues `wms why` finds eligible.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from wms.config import load_config
 from wms.core.match.context import PilotRequest
 from wms.core.match.verdict import Code
 from wms.services import diagnosis, matcher
+from wms.services import pools as pools_service
 from wms.services.runtime import Runtime
 from wms.services.submission import SubmitOptions, submit_jobs
 
@@ -39,6 +42,13 @@ FRAGMENTS = [
     'NumberOfProcessors = 8;',
     'Requirements = other.CPUTime >= 100000 && other.Memory >= 8000;',
     'Requirements = other.MaxRAM >= 4000;',
+    # The job's own ad (spec 004): my.X and an unscoped X read the job first.
+    'Requirements = other.Memory >= MinMem && other.Memory < 3000;',
+    'Requirements = other.Memory >= my.MinMem || other.CPUTime >= my.CPUTime * 40;',
+    'Requirements = other.Memory >= Limit;',
+    'MinMem = 2000;',
+    'MinMem = 9000;',
+    'Limit = MinMem + 2000;',
     'Requirements = [ CPUModel = "Intel Xeon"; ];',
     'Requirements = [ SoftwareTag = { "AppVersion1", "AppVersion2" }; Memory = 4000; ];',
     'ResourceRequests = [ h_rt = "1:00:00"; ];',
@@ -65,6 +75,8 @@ def test_why_and_the_matcher_name_the_same_layer(engine, now, seed):
     compared = eligible = decided_alike = 0
     for job_id, text in zip(job_ids, texts):
         report = diagnosis.why(runtime, ADMIN, job_id, now)
+        listed = pools_service.match_queues_for_job(runtime, ADMIN, job_id, now)["eligible"]
+        assert listed == sorted(e["Queue"] for e in report["Queues"] if e["Code"] == Code.OK.value), text
         tq_id = _task_queue(runtime, job_id)
         for entry in report["Queues"]:
             site, ce, queue = entry["Queue"].split("/")
@@ -79,6 +91,25 @@ def test_why_and_the_matcher_name_the_same_layer(engine, now, seed):
                 assert (verdict.layer, verdict.code.value) == (entry["Layer"], entry["Code"]), (text, entry, verdict)
     # The jobs are varied enough that both outcomes are compared many times.
     assert compared >= 100 and eligible >= 10 and decided_alike >= 10, (compared, eligible, decided_alike)
+
+
+def test_an_expression_that_reads_the_jobs_own_attribute_runs_only_where_it_holds(engine, now):
+    """`MinMem = 2000; Requirements = other.Memory >= MinMem && other.Memory < 3000;` runs on a 2000 MB queue
+    and on no 8000 MB one: match-queues, why and the Matcher give one answer."""
+    runtime = Runtime.create(load_config(CONFIG), engine)
+    for requirements in ("other.Memory >= MinMem && other.Memory < 3000", "other.Memory >= my.MinMem && Memory < 3000"):
+        text = f'[ Executable = "/bin/true"; CPUTime = 3000; MinMem = 2000; Requirements = {requirements}; ]'
+        [job_id] = submit_jobs(runtime, ROLAND, [("mine.jdl", text)], SubmitOptions(), now)
+        listed = pools_service.match_queues_for_job(runtime, ROLAND, job_id, now)
+        assert "LCG.CERN.ch/ce01.cern.ch/short" in listed["eligible"]
+        assert listed["rejected"]["LCG.CERN.ch/ce02.cern.ch/arm"] == "Requirements expression is false for this queue"
+        why = {e["Queue"]: e for e in diagnosis.why(runtime, ADMIN, job_id, now)["Queues"]}
+        assert why["LCG.CERN.ch/ce02.cern.ch/arm"]["Code"] == "NEVER"
+        arm = PilotRequest(site="LCG.CERN.ch", ce="ce02.cern.ch", queue="arm", host="wn-arm", pilot_id="arm")
+        assert matcher.request_job(runtime, arm, now).job is None
+        short = PilotRequest(site="LCG.CERN.ch", ce="ce01.cern.ch", queue="short", host="wn-short", pilot_id="short")
+        handed = matcher.request_job(runtime, short, now)
+        assert handed.job is not None and handed.job["JobID"] == job_id, handed.reason
 
 
 def test_a_queue_outside_the_pool_says_which_rule_left_it_out(engine, now):

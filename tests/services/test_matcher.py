@@ -12,10 +12,12 @@ import pytest
 from tests.helpers import ADMIN, as_pilot, ROLAND, run_concurrently
 from wms.core.errors import Conflict, InvalidInput
 from wms.core.match.context import PilotRequest
+from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import pilots as pilots_db
 from wms.services import jobs as jobs_service
 from wms.services import matcher
+from wms.services import leases
 from wms.services.submission import SubmitOptions, submit_jobs
 
 pytestmark = pytest.mark.databases
@@ -56,12 +58,40 @@ def test_a_pilot_gets_a_job_runs_it_and_the_slot_comes_back(runtime, now):
     assert (row["Status"], row["Queue"], row["Site"]) == ("Matched", "DIRAC.Local.ch/localhost/default",
                                                           "DIRAC.Local.ch")
     assert usage(runtime) == {("queue:DIRAC.Local.ch/localhost/default", "slots"): 1.0}
-    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
-    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, now)
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, now)
     assert status(runtime, job_id)["Status"] == "Done"
     assert usage(runtime) == {}
     history = [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
     assert history == ["Received", "Checking", "Waiting", "Matched", "Running", "Done"]
+
+
+def test_the_pilot_is_handed_the_streams_files_and_the_environment_the_jdl_names(runtime, now):
+    """DIRAC's StdOutput/StdError and ExecutionEnvironment reach the pilot with the job."""
+    [job_id] = submit(runtime, now, 'Executable = "run.sh"; CPUTime = 300; StdOutput = "StdOut"; StdError = "StdErr"; '
+                                    'ExecutionEnvironment = {"MYVAR=1"};')
+    job = matcher.request_job(runtime, pilot(), now).job
+    assert job["JobID"] == job_id
+    assert (job["StdOutput"], job["StdError"]) == ("StdOut", "StdErr")
+    assert job["Environment"] == {"MYVAR": "1", "WMS_JOB_ID": str(job_id)}
+    [plain] = submit(runtime, now, HELLO)
+    job = matcher.request_job(runtime, pilot("p2"), now).job
+    assert (job["JobID"], job["StdOutput"], job["StdError"]) == (plain, "std.out", "std.err")
+
+
+def test_a_job_ends_when_its_payload_ended_not_when_the_report_came(runtime, now):
+    [job_id] = submit(runtime, now, HELLO)
+    assert matcher.request_job(runtime, pilot(), now).job["JobID"] == job_id
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    later = now + timedelta(seconds=100)
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, later, ended_ago=40.0)
+    with runtime.engine.connect() as conn:
+        [row] = jobs_db.get_jobs(conn, [job_id])
+    assert _naive(row["end_time"]) == _naive(now + timedelta(seconds=60))
+
+
+def _naive(moment):
+    return moment.replace(tzinfo=None)
 
 
 def test_no_job_twice_and_no_waiting_job_left(runtime, now):
@@ -69,6 +99,23 @@ def test_no_job_twice_and_no_waiting_job_left(runtime, now):
     assert matcher.request_job(runtime, pilot("p1"), now).job is not None
     result = matcher.request_job(runtime, pilot("p2"), now)
     assert result.job is None and result.reason == matcher.NO_WAITING
+
+
+def test_an_idle_pilot_is_told_whose_jobs_wait_that_it_may_not_take(runtime, now):
+    """The usual newcomer's mistake: a pilot token of another VO than the
+    jobs'. The pilot's log line says so instead of "no waiting job"."""
+    [job_id] = submit(runtime, now, HELLO)                          # roland's, of VO lhcb
+    result = matcher.request_job(runtime, pilot("p1", vo="wms"), now)
+    assert result.job is None
+    assert result.reason == (f"{matcher.NO_WAITING} of VO wms; jobs of VO lhcb wait there "
+                             "(a pilot takes the jobs of its token's VO only)")
+    result = matcher.request_job(runtime, pilot("p2", vo="lhcb", owner="alice"), now)
+    assert result.reason == (f"{matcher.NO_WAITING} of user alice; jobs of user roland wait there "
+                             "(a pilot that cannot isolate its payloads takes its own user's jobs only)")
+    assert matcher.request_job(runtime, pilot("p3", vo="lhcb"), now).job["JobID"] == job_id
+    matcher.forget_waiting_task_queues(runtime)                      # the waiting list is cached a second
+    result = matcher.request_job(runtime, pilot("p4", vo="wms"), now)
+    assert result.reason == matcher.NO_WAITING                      # nothing waits for anyone now
 
 
 def test_queue_slots_limit_concurrent_jobs_and_kill_returns_them(runtime, now):
@@ -151,29 +198,29 @@ def test_jobs_without_soft_violations_on_the_pilot_come_first(runtime, now):
 def test_unconfirmed_jobs_return_to_waiting_when_the_lease_expires(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     assert matcher.request_job(runtime, pilot(), now).job["JobID"] == job_id
-    assert matcher.expire_leases(runtime, now + timedelta(seconds=10)) == 0
+    assert leases.expire_leases(runtime, now + timedelta(seconds=10)) == 0
     later = now + timedelta(seconds=runtime.config.settings.match_lease + 1)
-    assert matcher.expire_leases(runtime, later) == 1
+    assert leases.expire_leases(runtime, later) == 1
     row = status(runtime, job_id)
     assert row["Status"] == "Waiting" and row["MinorStatus"].startswith("Lease expired")
     assert usage(runtime) == {}
     # The late pilot is told the job is no longer its own (409, so it stops
     # its copy), whether it quotes its attempt or not; its heartbeat says Kill.
     with pytest.raises(Conflict, match="not held by pilot p1"):
-        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, later)
+        leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, later)
     with pytest.raises(Conflict, match="not held by pilot p1"):
-        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, later, attempt=1)
-    assert matcher.heartbeat(runtime, as_pilot("p1"), job_id, "p1", later, attempt=1)["Kill"] is True
+        leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, later, attempt=1)
+    assert leases.heartbeat(runtime, as_pilot("p1"), job_id, "p1", later, attempt=1)["Kill"] is True
     assert matcher.request_job(runtime, pilot("p2"), later).job["JobID"] == job_id
 
 
 def test_heartbeat_tells_the_pilot_to_kill_a_killed_job(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot(), now)
-    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
-    assert matcher.heartbeat(runtime, as_pilot("p1"), job_id, "p1", now)["Kill"] is False
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    assert leases.heartbeat(runtime, as_pilot("p1"), job_id, "p1", now)["Kill"] is False
     jobs_service.kill_jobs(runtime, ROLAND, [job_id], now)
-    assert matcher.heartbeat(runtime, as_pilot("p1"), job_id, "p1", now)["Kill"] is True
+    assert leases.heartbeat(runtime, as_pilot("p1"), job_id, "p1", now)["Kill"] is True
     assert usage(runtime) == {}
 
 
@@ -183,9 +230,9 @@ def test_bad_requests_and_reports_are_refused(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot(), now)
     with pytest.raises(InvalidInput, match="status must be Running, Done or Failed"):
-        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Stalled", "", None, now)
+        leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Stalled", "", None, now)
     with pytest.raises(Conflict):
-        matcher.pilot_status(runtime, as_pilot("intruder"), job_id, "intruder", "Running", "", None, now)
+        leases.pilot_status(runtime, as_pilot("intruder"), job_id, "intruder", "Running", "", None, now)
 
 
 def test_many_pilots_at_once_never_share_a_job_nor_overbook(runtime, now):
@@ -214,11 +261,12 @@ def test_many_pilots_at_once_never_share_a_job_nor_overbook(runtime, now):
 def test_a_silent_running_job_is_stalled_then_rescheduled_and_runs_elsewhere(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot("p1"), now)
-    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    leases.heartbeat(runtime, as_pilot("p1"), job_id, "p1", now)
     timeout = runtime.config.settings.heartbeat_timeout
-    assert matcher.reap_stalled(runtime, now + timedelta(seconds=timeout - 1)) == 0
+    assert leases.reap_stalled(runtime, now + timedelta(seconds=timeout - 1)) == 0
     later = now + timedelta(seconds=timeout + 1)
-    assert matcher.reap_stalled(runtime, later) == 1
+    assert leases.reap_stalled(runtime, later) == 1
     row = status(runtime, job_id)
     assert row["Status"] == "Waiting" and row["MinorStatus"].startswith("Rescheduled")
     assert usage(runtime) == {}
@@ -226,7 +274,7 @@ def test_a_silent_running_job_is_stalled_then_rescheduled_and_runs_elsewhere(run
     assert statuses[-3:] == ["Running", "Stalled", "Waiting"]
     # The silent pilot comes back too late: the job is not its own any more.
     with pytest.raises(Conflict):
-        matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, later)
+        leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Done", "", 0, later)
     assert matcher.request_job(runtime, pilot("p2"), later).job["JobID"] == job_id
 
 
@@ -241,26 +289,26 @@ def ended_pilot(runtime, pilot_id, now, state):
 def test_a_running_job_whose_pilot_ended_is_rescheduled_without_waiting_for_the_heartbeat_timeout(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot("p1"), now)
-    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
-    assert matcher.reap_stalled(runtime, now) == 0                 # the pilot is not known to have ended
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    assert leases.reap_stalled(runtime, now) == 0                 # the pilot is not known to have ended
     ended_pilot(runtime, "p1", now, "Failed")
-    assert matcher.reap_stalled(runtime, now) == 1                 # long before heartbeat_timeout
+    assert leases.reap_stalled(runtime, now) == 1                 # long before heartbeat_timeout
     row = status(runtime, job_id)
     assert (row["Status"], row["MinorStatus"]) == ("Waiting", "Rescheduled: the pilot ended while the job ran")
     assert usage(runtime) == {}
     history = jobs_service.history(runtime, ADMIN, job_id)
     assert [(h["Status"], h["MinorStatus"]) for h in history[-2:]] == [
         ("Stalled", "The pilot ended (Failed)"), ("Waiting", "Rescheduled: the pilot ended while the job ran")]
-    assert matcher.reap_stalled(runtime, now) == 0                 # once only
+    assert leases.reap_stalled(runtime, now) == 0                 # once only
     assert matcher.request_job(runtime, pilot("p2"), now).job["JobID"] == job_id
-    assert matcher.reap_stalled(runtime, now) == 0                 # p2 holds it now, and p2 lives
+    assert leases.reap_stalled(runtime, now) == 0                 # p2 holds it now, and p2 lives
 
 
 def test_a_matched_job_whose_pilot_ended_goes_back_before_its_lease_expires(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot("p1"), now)
     ended_pilot(runtime, "p1", now, "Done")
-    assert matcher.reap_stalled(runtime, now) == 1
+    assert leases.reap_stalled(runtime, now) == 1
     row = status(runtime, job_id)
     assert (row["Status"], row["MinorStatus"]) == ("Waiting", "Rescheduled: the pilot ended before confirming the job")
     assert usage(runtime) == {}
@@ -274,16 +322,16 @@ def test_jobs_of_a_pilot_still_running_or_started_by_hand_are_left_alone(runtime
                                      "submitted": now, "vo": "lhcb"}])
     held = {matcher.request_job(runtime, pilot(name), now).job["JobID"] for name in ("alive", "by-hand")}
     assert held == {first, second}
-    assert matcher.reap_stalled(runtime, now) == 0
+    assert leases.reap_stalled(runtime, now) == 0
     assert {status(runtime, j)["Status"] for j in held} == {"Matched"}
 
 
 def test_an_ended_pilot_reaped_twice_at_once_gives_its_job_back_once(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot("p1"), now)
-    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
     ended_pilot(runtime, "p1", now, "Aborted")
-    counts, errors = run_concurrently(lambda i: matcher.reap_stalled(runtime, now), 4)
+    counts, errors = run_concurrently(lambda i: leases.reap_stalled(runtime, now), 4)
     assert errors == [] and sum(counts) == 1
     statuses = [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
     assert statuses.count("Stalled") == 1 and statuses[-1] == "Waiting"
@@ -296,11 +344,11 @@ def test_a_job_rescheduled_too_often_fails(runtime, now):
     for attempt in range(runtime.config.settings.max_reschedule):
         assert matcher.request_job(runtime, pilot(f"p{attempt}"), when).job["JobID"] == job_id
         when = when + timedelta(seconds=lease + 1)
-        assert matcher.expire_leases(runtime, when) == 1
+        assert leases.expire_leases(runtime, when) == 1
         assert status(runtime, job_id)["Status"] == "Waiting"
     matcher.request_job(runtime, pilot("last"), when)
     when = when + timedelta(seconds=lease + 1)
-    assert matcher.expire_leases(runtime, when) == 1
+    assert leases.expire_leases(runtime, when) == 1
     row = status(runtime, job_id)
     assert row["Status"] == "Failed" and "rescheduled the most times allowed" in row["MinorStatus"]
     assert usage(runtime) == {}
@@ -309,9 +357,10 @@ def test_a_job_rescheduled_too_often_fails(runtime, now):
 def test_two_reapers_at_once_reschedule_a_job_once(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot("p1"), now)
-    matcher.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    leases.pilot_status(runtime, as_pilot("p1"), job_id, "p1", "Running", "", None, now)
+    leases.heartbeat(runtime, as_pilot("p1"), job_id, "p1", now)
     later = now + timedelta(seconds=runtime.config.settings.heartbeat_timeout + 1)
-    counts, errors = run_concurrently(lambda i: matcher.reap_stalled(runtime, later), 4)
+    counts, errors = run_concurrently(lambda i: leases.reap_stalled(runtime, later), 4)
     assert errors == [] and sum(counts) == 1
     statuses = [h["Status"] for h in jobs_service.history(runtime, ADMIN, job_id)]
     assert statuses.count("Stalled") == 1 and statuses[-1] == "Waiting"

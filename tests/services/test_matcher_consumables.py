@@ -24,6 +24,7 @@ from wms.core.match.context import PilotRequest
 from wms.services import diagnosis
 from wms.services import jobs as jobs_service
 from wms.services import matcher
+from wms.services import leases
 from wms.services.runtime import Runtime
 from wms.services.submission import SubmitOptions, submit_jobs
 
@@ -104,7 +105,7 @@ def consumables(runtime, level: str) -> dict[str, str]:
 
 
 def finish(runtime, now, job_id, pid) -> None:
-    matcher.pilot_status(runtime, as_pilot(pid), job_id, pid, "Done", "", 0, now)
+    leases.pilot_status(runtime, as_pilot(pid), job_id, pid, "Done", "", 0, now)
 
 
 # ---------------------------------------------------------------- a full consumable per task queue

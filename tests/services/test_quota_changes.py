@@ -17,6 +17,7 @@ from tests.services.test_matcher import HELLO, pilot, submit
 from tests.services.test_quotas import quota_usage
 from wms.db import quotas as quotas_db
 from wms.services import matcher
+from wms.services import leases
 from wms.services import quotas as quotas_service
 from wms.services.runtime import Runtime
 
@@ -71,7 +72,7 @@ def test_a_set_added_while_jobs_run_counts_them(runtime, now):
     assert matcher.request_job(runtime, pilot("fourth"), now).job is None
     # The jobs give back what the recount charged them, exactly.
     for i, result in enumerate(held[:2]):
-        matcher.pilot_status(runtime, as_pilot(f"p{i}"), result.job["JobID"], f"p{i}", "Done", "", 0, now)
+        leases.pilot_status(runtime, as_pilot(f"p{i}"), result.job["JobID"], f"p{i}", "Done", "", 0, now)
     assert qquota(runtime) == ["slots=1/2"]
     assert matcher.request_job(runtime, pilot("fifth"), now).job is not None
     assert qquota(runtime) == ["slots=2/2"]
@@ -134,7 +135,7 @@ def test_claims_racing_changes_of_the_sets_are_all_counted(runtime, engine, now,
                 if k % 3 == 0:                # one job in three runs on, until this pilot keeps another
                     kept, done = done, kept
                 if done:
-                    matcher.pilot_status(process, as_pilot(done[1]), done[0], done[1], "Done", "", 0, now)
+                    leases.pilot_status(process, as_pilot(done[1]), done[0], done[1], "Done", "", 0, now)
         except BaseException as exc:  # noqa: BLE001 - asserted below
             errors.append(exc)
 

@@ -4,6 +4,7 @@ killed or lose their lease, and never exceeded with many Matchers."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -13,7 +14,10 @@ from tests.services.test_matcher import HELLO, pilot, status, submit, usage
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.services import jobs as jobs_service
 from wms.services import matcher
+from wms.services import leases
 from wms.services import quotas as quotas_service
+from wms.core.scheduling import SchedulingRequest
+from wms.core.task_queues import TaskQueueDefinition
 from wms.services.runtime import Runtime
 
 pytestmark = pytest.mark.databases
@@ -51,7 +55,7 @@ def test_roland_gets_his_three_slots_then_the_quota_refuses(runtime, now):
     assert [r.job is not None for r in got] == [True, True, True, False]
     assert 'exceeds limit "ruleset1/1" (slots=3/3 for user roland)' in got[3].reason
     assert quota_usage(runtime) == {("rqs:ruleset1/1:*", "slots"): 3.0}
-    matcher.pilot_status(runtime, as_pilot("p0"), got[0].job["JobID"], "p0", "Done", "", 0, now)
+    leases.pilot_status(runtime, as_pilot("p0"), got[0].job["JobID"], "p0", "Done", "", 0, now)
     assert quota_usage(runtime) == {("rqs:ruleset1/1:*", "slots"): 2.0}
     assert matcher.request_job(runtime, pilot("p9"), now).job is not None
 
@@ -81,7 +85,7 @@ def test_an_expired_lease_returns_the_quota(runtime, now):
     [job_id] = submit(runtime, now, LIC)
     assert matcher.request_job(runtime, pilot("p1"), now).job["JobID"] == job_id
     later = now + timedelta(seconds=runtime.config.settings.match_lease + 1)
-    assert matcher.expire_leases(runtime, later) == 1
+    assert leases.expire_leases(runtime, later) == 1
     assert quota_usage(runtime) == {} and status(runtime, job_id)["Status"] == "Waiting"
 
 
@@ -111,11 +115,11 @@ def test_jobs_in_an_advance_reservation_are_neither_limited_nor_counted(runtime,
     from wms.core.match.quotas import QUOTA_LAYER
     from wms.core.match.context import TaskQueueView
     ctx = matcher.match_context(runtime, pilot(), now)
-    view = TaskQueueView(tq_id=1, vo="lhcb", owner="roland", owner_group="lhcb_user", priority=1, submit_pool=None,
-                         definition={"reservation": 193}, slots=1, hard={}, soft={},
+    definition = TaskQueueDefinition("roland", "lhcb_user", "lhcb", None, SchedulingRequest(), reservation=193)
+    view = TaskQueueView(tq_id=1, priority=1, definition=definition, hard={}, soft={},
                          charged=((runtime.complexes.resolve("slots"), None),))
     assert QUOTA_LAYER.check(ctx, view).allowed and matcher.match_debits(ctx, view)[-1].scope.startswith("queue:")
-    plain = TaskQueueView(**{**view.__dict__, "tq_id": 2, "definition": {}})
+    plain = dataclasses.replace(view, tq_id=2, definition=dataclasses.replace(definition, reservation=None))
     assert not QUOTA_LAYER.check(ctx, plain).allowed
 
 

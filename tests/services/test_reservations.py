@@ -24,6 +24,7 @@ from wms.services import accounting as accounting_service
 from wms.services import diagnosis
 from wms.services import jobs as jobs_service
 from wms.services import matcher
+from wms.services import leases
 from wms.services import quotas as quotas_service
 from wms.services import reservations as ar
 from wms.services.runtime import Runtime
@@ -63,7 +64,7 @@ def submit(runtime, text, now=T0, identity=USER1, ar_id=None):
 def run_job(runtime, job_id, request, now=T0):
     result = matcher.request_job(runtime, request, now)
     assert result.job is not None and result.job["JobID"] == job_id, result.reason
-    matcher.pilot_status(runtime, as_pilot(request.pilot_id), job_id, request.pilot_id, "Running", "", None, now)
+    leases.pilot_status(runtime, as_pilot(request.pilot_id), job_id, request.pilot_id, "Running", "", None, now)
 
 
 def usage(runtime):
@@ -320,16 +321,16 @@ def test_masterq_puts_the_master_task_in_the_queues_named(runtime):
 def test_qralter_changes_and_rechecks(runtime):
     first = ar.submit(runtime, USER1, spec(queues=["all.q"], pe="mpi", pe_slots="2"), T0)["ar_id"]
     ar.submit(runtime, USER1, spec(start=T0 + 3 * HOUR, queues=["all.q"]), T0)
-    ar.alter(runtime, USER1, first, ar.Changes(name="renamed", mail_options="a"), T0)
+    ar.alter(runtime, USER1, first, ar.ReservationChange(name="renamed", mail_options="a"), T0)
     [row] = ar.show(runtime, USER1, [str(first)])
     assert (row["name"], row["mail_options"]) == ("renamed", "a")
-    ar.alter(runtime, USER1, first, ar.Changes(duration="1:0:0"), T0)   # 12:00-13:00: still free
+    ar.alter(runtime, USER1, first, ar.ReservationChange(duration="1:0:0"), T0)   # 12:00-13:00: still free
     with pytest.raises(Conflict, match="refused: slots at queue:.*only 1 free until the new end"):
-        ar.alter(runtime, USER1, first, ar.Changes(end=T0 + 4 * HOUR), T0)
+        ar.alter(runtime, USER1, first, ar.ReservationChange(end=T0 + 4 * HOUR), T0)
     with pytest.raises(Conflict, match="user user3 is denied by xuser_lists"):
-        ar.alter(runtime, USER1, first, ar.Changes(users=["user3"]), T0)
+        ar.alter(runtime, USER1, first, ar.ReservationChange(users=["user3"]), T0)
     with pytest.raises(Forbidden):
-        ar.alter(runtime, USER2, first, ar.Changes(name="x"), T0)
+        ar.alter(runtime, USER2, first, ar.ReservationChange(name="x"), T0)
     assert ar.show(runtime, USER1, [str(first)])[0]["end"] == (T0 + 3 * HOUR).isoformat()
 
 
@@ -484,15 +485,15 @@ def test_concurrent_pilots_never_overbook_a_reservation(runtime):
 def test_qralter_a_running_reservation(runtime):
     ar_id = ar.submit(runtime, USER1, spec(start=T0, duration="1:0:0", queues=["other.q"]), T0)["ar_id"]
     later = T0 + HOUR / 2
-    ar.alter(runtime, USER1, ar_id, ar.Changes(duration="2:0:0"), later)
+    ar.alter(runtime, USER1, ar_id, ar.ReservationChange(duration="2:0:0"), later)
     assert ar.show(runtime, USER1, [str(ar_id)])[0]["end"] == (T0 + 2 * HOUR).isoformat()
     with pytest.raises(InvalidInput, match="is already past"):
-        ar.alter(runtime, USER1, ar_id, ar.Changes(end=T0 + HOUR / 4), later)
+        ar.alter(runtime, USER1, ar_id, ar.ReservationChange(end=T0 + HOUR / 4), later)
     with pytest.raises(InvalidInput, match="disagree"):
-        ar.alter(runtime, USER1, ar_id, ar.Changes(end=T0 + 3 * HOUR, duration="1:0:0"), later)
+        ar.alter(runtime, USER1, ar_id, ar.ReservationChange(end=T0 + 3 * HOUR, duration="1:0:0"), later)
     ar.manage(runtime, T0 + 2 * HOUR)
     with pytest.raises(Conflict, match="only be changed while waiting or running"):
-        ar.alter(runtime, USER1, ar_id, ar.Changes(name="late"), T0 + 2 * HOUR)
+        ar.alter(runtime, USER1, ar_id, ar.ReservationChange(name="late"), T0 + 2 * HOUR)
 
 
 def test_a_job_matched_while_a_grant_settles_is_seen_before_it_is_confirmed(engine, tmp_path, monkeypatch):
@@ -569,3 +570,39 @@ def test_jobs_in_a_reservation_are_neither_limited_nor_counted_by_quotas(engine,
         ("rqs:user1_limit/1:*", "slots"): 10.0}
     [line] = quotas_service.usage_report(runtime, USER1, {})     # qquota, as user1
     assert (line["rule"], line["limit"], line["filter"]) == ("user1_limit/1", "slots=10/10", "users user1")
+
+
+# ---------------------------------------------------------------- -l judged as a job's request
+def flavored_runtime(engine, tmp_path) -> Runtime:
+    """The spec's cluster plus a STRING complex `flavor` that only other.q defines."""
+    from tests.reservations_config import write_config
+    from wms.config import load_config
+
+    directory = write_config(tmp_path / "flavor")
+    cluster = (directory / "cluster.yaml").read_text().replace(
+        "complexes:\n", 'complexes:\n  - {name: flavor, shortcut: fl, type: STRING, relop: "==", requestable: YES, '
+        "consumable: NO, default: NONE, urgency: 0}\n")
+    (directory / "cluster.yaml").write_text(cluster)
+    resources = (directory / "resources.yaml").read_text().replace(
+        "complex_values: {slots: 4, myapp: 2}", "complex_values: {slots: 4, myapp: 2, flavor: gold}")
+    (directory / "resources.yaml").write_text(resources)
+    return Runtime.create(load_config(directory), engine)
+
+
+def test_a_reservation_is_granted_only_where_a_level_offers_what_it_requests(engine, tmp_path):
+    """qrsub -l flavor=gold (no -q) lands on the one queue that offers flavor, as a job with -l flavor=gold does."""
+    runtime = flavored_runtime(engine, tmp_path)
+    granted = ar.submit(runtime, USER1, spec(resources={"flavor": "gold"}, duration="1:0:0"), T0)
+    assert [g["queue"] for g in granted["granted"]] == [OTHERQ]
+    # Named the other queue, it is refused with the job's reason.
+    with pytest.raises(ar.ReservationDenied) as denied:
+        ar.submit(runtime, USER1, spec(resources={"flavor": "gold"}, queues=["all.q"]), T0)
+    assert f"{ALLQ}: flavor=gold requested, not offered on any level" in str(denied.value)
+    # The job asking the same is refused on all.q for the same reason.
+    [job_id] = submit(runtime, limited(extra='; flavor = "gold"'))
+    refused = matcher.request_job(runtime, pilot(), T0)
+    assert refused.job is None and "flavor=gold requested, not offered on any level" in refused.reason
+    # A value the pilots' hosts measure stays theirs to offer: judged when the reservation's jobs are matched.
+    assert ar.submit(runtime, USER1, spec(resources={"arch": "lx-amd64"}, queues=["all.q"],
+                                          start=T0 + 5 * HOUR), T0)["ar_id"]
+    assert job_id

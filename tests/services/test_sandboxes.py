@@ -16,6 +16,7 @@ from wms.core.match.context import PilotRequest
 from wms.db.engine import reading
 from wms.db.schema import jobs, sandbox_chunks, sandbox_files, sandbox_uploads
 from wms.services import matcher
+from wms.services import leases
 from wms.services import sandboxes
 from wms.services.submission import SubmitOptions, submit_jobs
 
@@ -53,7 +54,7 @@ def take(runtime, now, job_id, pilot="p1"):
                            platform="x86_64-el9", cpu_time_left=100000)
     job = matcher.request_job(runtime, request, now).job
     assert job["JobID"] == job_id
-    matcher.pilot_status(runtime, as_pilot(pilot), job_id, pilot, "Running", "", None, now)
+    leases.pilot_status(runtime, as_pilot(pilot), job_id, pilot, "Running", "", None, now)
     return job["Attempt"]
 
 
@@ -204,7 +205,7 @@ def test_sandboxes_of_finished_jobs_expire_and_shared_content_stays_while_needed
     text = '[ Executable = "/bin/true"; CPUTime = 300; InputSandbox = {"run.sh"}; ]'
     [done] = submit(runtime, now, {"run.sh": script}, text)
     take(runtime, now, done)
-    matcher.pilot_status(runtime, as_pilot("p1"), done, "p1", "Done", "", 0, now)
+    leases.pilot_status(runtime, as_pilot("p1"), done, "p1", "Done", "", 0, now)
     [waiting] = submit(runtime, now, {"run.sh": script}, text)
     lone = upload(runtime, ROLAND, b"uploaded, never submitted", now)
     store = sandboxes.store_of(runtime)
@@ -234,7 +235,7 @@ def test_only_the_latest_attempt_sends_the_jobs_output(runtime, now):
     sandboxes.store_output_file(runtime, as_pilot("p1"), job_id, "p1", first, "old.txt", digest, body, now)
     # p1 never confirms: the lease runs out, the job goes to p2.
     later = now + timedelta(seconds=runtime.config.settings.match_lease + 1)
-    assert matcher.expire_leases(runtime, later) == 1
+    assert leases.expire_leases(runtime, later) == 1
     second = take(runtime, later, job_id, "p2")
     assert second == first + 1
     assert sandboxes.manifest(runtime, ROLAND, job_id)["OutputFiles"] == []

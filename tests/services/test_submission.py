@@ -160,9 +160,9 @@ def test_users_see_and_kill_only_their_own_jobs(runtime, now):
     with pytest.raises(NotFound, match="no such job: 999999"):
         jobs_service.kill_jobs(runtime, ROLAND, [mine, 999999], now)
     result = jobs_service.kill_jobs(runtime, ROLAND, [mine], now)
-    assert result == {"killed": [mine], "not_killed": {}}
+    assert result == {"killed": [mine], "not_killed": {}, "stopping": []}
     assert jobs_service.kill_jobs(runtime, ADMIN, [mine, theirs], now) == {
-        "killed": [theirs], "not_killed": {str(mine): "already Killed"}}
+        "killed": [theirs], "not_killed": {str(mine): "already Killed"}, "stopping": []}
     assert [e["Status"] for e in jobs_service.history(runtime, ROLAND, mine)][-1] == "Killed"
 
 

@@ -1,6 +1,7 @@
 """Verified tokens are kept for token_cache_seconds: no database read per
-request, a revocation seen within that time, a renewed token never refused
-for its old end."""
+request, a token ended in another process refused within the revocation
+window (one look at the note of ended tokens, which forgets exactly
+those), a renewed token never refused for its old end."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from wms.core.identity import Identity
 from wms.db import tokens as tokens_db
 from wms.services.caches import VerifiedTokens
 from wms.services.retry import run_in_transaction
-from wms.services.tokens import authenticate, create_token, token_hash
+from wms.services.tokens import (
+    LOOK_AHEAD, REVOCATION_WINDOW, authenticate, cached_identity, create_token, look_at_ended_tokens, token_hash,
+)
 
 pytestmark = pytest.mark.databases
 
@@ -25,15 +28,86 @@ def revoke(engine, token, now):
     run_in_transaction(engine, lambda conn: tokens_db.revoke(conn, token_hash(token), now))
 
 
-def test_a_revoked_token_is_refused_once_its_cache_time_is_over(engine, now):
+def statements(engine) -> list[str]:
+    """The statements ``engine`` sends from now on (a list that grows), but
+    the BEGIN DEFERRED that starts a read on SQLite (db/engine.py), which
+    goes with the read that follows."""
+    from sqlalchemy import event
+
+    sent: list[str] = []
+    event.listen(engine, "before_cursor_execute",
+                 lambda *a: None if a[2].startswith("BEGIN") else sent.append(a[2]))
+    return sent
+
+
+def test_a_token_revoked_elsewhere_is_refused_within_the_revocation_window(engine, now):
     token = create_token(engine, PILOT, now, lifetime=timedelta(hours=1))
-    cache = VerifiedTokens(ttl=0.5)
+    cache = VerifiedTokens(ttl=3600)
     assert authenticate(engine, token, now, cache).user == "p"
-    revoke(engine, token, now)
-    assert authenticate(engine, token, now, cache).user == "p"        # within the cache time: still known
-    time.sleep(0.6)
+    revoke(engine, token, now)                                         # as another process would
+    assert authenticate(engine, token, now, cache).user == "p"        # the last look was just now: kept
+    time.sleep(REVOCATION_WINDOW + 0.05)
     with pytest.raises(Unauthorized, match="was revoked"):
         authenticate(engine, token, now, cache)
+
+
+def test_a_look_forgets_exactly_the_tokens_ended_since_the_last_one(engine, now):
+    kept, revoked, deleted = (create_token(engine, PILOT, now, lifetime=timedelta(hours=1)) for _ in range(3))
+    cache = VerifiedTokens(ttl=3600)
+    for token in (kept, revoked, deleted):
+        authenticate(engine, token, now, cache)
+    revoke(engine, revoked, now)
+    run_in_transaction(engine, lambda conn: tokens_db.delete_token(conn, token_hash(deleted), now))
+    look_at_ended_tokens(engine, cache)
+    assert cache.get(token_hash(kept)) is not None
+    assert cache.get(token_hash(revoked)) is None and cache.get(token_hash(deleted)) is None
+    sent = statements(engine)
+    look_at_ended_tokens(engine, cache)                                # nothing ended since: one read of one row
+    assert len(sent) == 1 and "cluster_objects" in sent[0]
+    with pytest.raises(Unauthorized, match="was revoked"):
+        authenticate(engine, revoked, now, cache)
+    with pytest.raises(Unauthorized, match="unknown"):
+        authenticate(engine, deleted, now, cache)
+
+
+def test_a_process_further_behind_than_the_note_reaches_forgets_every_token(engine, now, monkeypatch):
+    monkeypatch.setattr(tokens_db, "ENDED_KEPT", 2)
+    kept = create_token(engine, PILOT, now, lifetime=timedelta(hours=1))
+    cache = VerifiedTokens(ttl=3600)
+    authenticate(engine, kept, now, cache)
+    for n in range(3):                                                 # three other tokens end: the note keeps two
+        run_in_transaction(engine, lambda conn, n=n: tokens_db.note_ended(conn, [f"{n:064x}"], now))
+    look_at_ended_tokens(engine, cache)
+    assert cache.get(token_hash(kept)) is None                         # it cannot tell which: every row goes
+    assert authenticate(engine, kept, now, cache).user == "p"
+
+
+def test_a_row_read_before_a_forget_is_not_kept():
+    cache = VerifiedTokens(ttl=3600)
+    generation = cache.generation                                      # a request starts reading the row...
+    cache.forget("a")                                                  # ...the token ends meanwhile
+    cache.put("a", {"x": 1}, generation)
+    assert cache.get("a") is None
+    cache.put("a", {"x": 1}, cache.generation)
+    assert cache.get("a") == {"x": 1}
+
+
+def test_past_the_window_the_cache_is_not_trusted_and_past_look_ahead_a_look_starts_aside(engine, now):
+    token = create_token(engine, PILOT, now, lifetime=timedelta(hours=1))
+    cache = VerifiedTokens(ttl=3600)
+    authenticate(engine, token, now, cache)
+    assert cached_identity(engine, token, now, cache).user == "p"
+    cache.looked -= REVOCATION_WINDOW + 0.1                            # a quiet spell
+    assert cached_identity(engine, token, now, cache) is None          # ask authenticate, which looks first
+    cache.looking.acquire()                                            # the look started aside: wait for it
+    cache.looking.release()
+    assert cache.trusted(REVOCATION_WINDOW)
+    cache.looked -= LOOK_AHEAD + 0.1                                   # under load: still trusted, looked at aside
+    before = cache.looked
+    assert cached_identity(engine, token, now, cache).user == "p"
+    cache.looking.acquire()
+    cache.looking.release()
+    assert cache.looked > before
 
 
 def test_without_a_cache_time_a_revocation_counts_at_once(engine, now):
@@ -61,9 +135,7 @@ def test_a_verified_token_needs_no_database_read(engine, now):
     cache = VerifiedTokens(ttl=3600)
     authenticate(engine, token, now, cache)
     engine.dispose()
-    reads = []
-    from sqlalchemy import event
-    event.listen(engine, "before_cursor_execute", lambda *a: reads.append(a[2]))
+    reads = statements(engine)
     for _ in range(5):
         authenticate(engine, token, now, cache)
     assert reads == []

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.processes import missing_service
-from tests.helpers import CONFIG_DIR, REPO, patience
+from tests.helpers import REPO, patience
 from tests.servers import ServerHandle, Tokens, running_server
 
 BIN = Path(sys.executable).parent
@@ -74,13 +74,7 @@ def console_server(request, tmp_path_factory, database_factory) -> Iterator[Serv
     """`wms server` on a new database of each backend, with tokens for roland (user),
     admin (manager) and oper (operator) in ``server.issued``."""
     url = database_factory(request.param)
-    # A revoked token counts within token_cache_seconds (10 s by default): 1 s here, so that
-    # the sign-out test waits little.
-    config = tmp_path_factory.mktemp(f"console-config-{request.param}") / "config"
-    shutil.copytree(CONFIG_DIR, config)
-    with (config / "wms.yaml").open("a") as wms_yaml:
-        wms_yaml.write("\ntoken_cache_seconds: 1\n")
-    with running_server(tmp_path_factory.mktemp(f"console-{request.param}"), config_dir=config, tokens=USERS,
+    with running_server(tmp_path_factory.mktemp(f"console-{request.param}"), tokens=USERS,
                         database_url=url) as handle:
         handle.backend = request.param  # type: ignore[attr-defined]
         yield handle

@@ -7,7 +7,6 @@ table edited by a manager only, and the pilots the SiteDirector of a real
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 
@@ -16,8 +15,8 @@ import yaml
 from playwright.sync_api import expect
 
 from tests.e2e.processes import kill_pilots
-from tests.helpers import interruptible, log_tails, patience, wait_until
-from tests.web.conftest import grid_engine
+from tests.helpers import interrupt, interruptible, log_tails, wait_until
+from tests.web.conftest import PHONE, grid_engine
 
 LOCAL_SITE = "DIRAC.Local.ch"
 HELLO = '[ Executable = "/bin/sh"; Arguments = "-c \'echo piloted\'"; JobName = "piloted"; CPUTime = 600; ]'
@@ -108,6 +107,16 @@ def test_a_plain_user_sees_the_quota_sets_but_no_manager_controls(console, conso
     expect(operator.page.get_by_role("button", name="Edit ruleset2")).to_be_visible()
 
 
+def test_a_rule_sets_long_description_wraps_at_a_phones_width(console, console_server):
+    tab = console(PHONE)
+    tab.sign_in(console_server.issued["roland"])
+    tab.go("quotas", "Quota sets")
+    text = tab.page.locator('[data-set="ruleset1"] pre')
+    expect(text).to_contain_text("description")
+    scroll, client = text.evaluate("(pre) => [pre.scrollWidth, pre.clientWidth]")
+    assert scroll <= client, f"the rule set's text is {scroll} px wide in a {client} px box"
+
+
 @pytest.fixture(scope="module")
 def agents(console_server, tmp_path_factory):
     """`wms agents` on the server's database, its SiteDirector every 2 s starting local pilots."""
@@ -126,12 +135,7 @@ def agents(console_server, tmp_path_factory):
         process = subprocess.Popen([sys.executable, "-m", "wms.cli.main", "agents"], env=env, cwd=where,
                                    stdout=out, stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
     yield process, log
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(timeout=patience(60))
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    interrupt(process)
     pilots = console_server.json("pilots", token=console_server.issued["admin"])
     kill_pilots([p["BackendRef"] for p in pilots])
 
@@ -164,3 +168,83 @@ def test_pilots_by_queue_and_state_with_their_jobs(console, console_server, agen
     row.get_by_role("link", name=f"job {job_id}").click()
     expect(tab.page.locator("#job-stdout")).to_have_text("piloted\n")
 
+
+def test_a_jobs_output_sandbox_files_download_from_its_page(console, console_server, agents, tmp_path):
+    process, log = agents
+    admin = console_server.issued["admin"]
+    jdl = console_server.tmp / "files.jdl"
+    jdl.write_text('[ Executable = "/bin/sh"; Arguments = "-c \'echo result 42 > result.txt\'"; '
+                   'OutputSandbox = {"result.txt"}; CPUTime = 600; ]')
+    [job_id] = console_server.json("submit", str(jdl), token=admin)["job_ids"]
+    wait_until(lambda: console_server.json("status", str(job_id), token=admin)[0]["Status"] == "Done", timeout=120,
+               what=f"job {job_id} Done with its output sandbox", details=lambda: log_tails([log]))
+    tab = console()
+    tab.sign_in(admin)
+    tab.go(f"jobs/{job_id}", f"Job {job_id}")
+    files = tab.page.locator("#job-files")
+    expect(files.get_by_role("button", name="result.txt")).to_be_visible()
+    with tab.page.expect_download() as info:
+        files.get_by_role("button", name="result.txt").click()
+    saved = tmp_path / "result.txt"
+    info.value.save_as(saved)
+    assert info.value.suggested_filename == "result.txt"
+    assert saved.read_text() == "result 42\n"
+
+
+
+def test_a_pilot_without_isolation_is_marked_and_warned_of(console, console_server):
+    """A pilot started by hand that declared `--isolation none`: listed from its token,
+    its Isolation marked, and a warning above the tables naming it with its note."""
+    note = "chosen with --isolation none"
+    with console_server.api(console_server.pilot_token("hand-bare")) as pilot:
+        answer = pilot.post("/pilots/token/renew", json={"pilot_id": "hand-bare", "slots": 2, "isolation": "none",
+                                                         "isolation_note": note})
+        assert answer.status_code == 200, answer.text
+    with console_server.api(console_server.pilot_token("hand-boxed")) as pilot:
+        assert pilot.post("/pilots/token/renew", json={"pilot_id": "hand-boxed", "slots": 1,
+                                                       "isolation": "bubblewrap"}).status_code == 200
+    tab = console()
+    tab.sign_in(console_server.issued["admin"])
+    tab.go("pilots", "Pilots")
+    warning = tab.page.locator("#unisolated")
+    expect(warning).to_be_visible()
+    expect(warning).to_contain_text(f"run payloads without isolation: hand-bare ({note})")
+    expect(warning).not_to_contain_text("hand-boxed")
+    by_hand = tab.page.get_by_role("region", name="Pilots of Started by hand")
+    expect(by_hand.locator("tr", has_text="hand-bare").locator('[data-column="Isolation"]')).to_have_text("none (!)")
+    expect(by_hand.locator("tr", has_text="hand-boxed").locator('[data-column="Isolation"]')).to_have_text(
+        "bubblewrap")
+    tab.shot("18-pilots-without-isolation")
+
+
+def pilot_ids_shown(tab) -> list[str]:
+    return tab.page.locator('#pilots td[data-column="PilotID"]').all_inner_texts()
+
+
+def test_the_pilots_come_a_page_at_a_time_from_the_server(console, console_server):
+    """Three pilots started by hand, the page at two pilots (#/pilots?limit=2): each page the
+    server sends holds at most two, Next goes on until the last page, Previous goes back."""
+    for n in range(3):
+        pilot_id = f"paged-{n}"
+        with console_server.api(console_server.pilot_token(pilot_id)) as pilot:
+            assert pilot.post("/pilots/token/renew", json={"pilot_id": pilot_id, "slots": 1}).status_code == 200
+    tab = console()
+    tab.sign_in(console_server.issued["admin"])
+    tab.go("pilots?limit=2", "Pilots")
+    following = tab.page.get_by_role("button", name="Next page of pilots")
+    previous = tab.page.get_by_role("button", name="Previous page of pilots")
+    expect(previous).to_be_disabled()
+    pages = []
+    while True:
+        expect(tab.page.locator(".pager-status")).to_contain_text(f"Page {len(pages) + 1}")
+        pages.append(pilot_ids_shown(tab))
+        if following.is_disabled():
+            break
+        following.click()
+    assert all(len(page) <= 2 for page in pages) and len(pages) >= 2
+    seen = sum(pages, [])
+    assert {"paged-0", "paged-1", "paged-2"} <= set(seen) and len(seen) == len(set(seen))
+    tab.shot("19-pilots-last-page")
+    previous.click()
+    expect(tab.page.locator(".pager-status")).to_contain_text(f"Page {len(pages) - 1}")
+    assert pilot_ids_shown(tab) == pages[-2]

@@ -27,6 +27,8 @@ BROKEN = """[
 ]"""
 # No queue offers this platform: the job waits, and the why table says so.
 NOWHERE = '[ Executable = "/bin/true"; JobName = "nowhere"; Platform = "sparc-solaris"; ]'
+# Runs until killed: the page is looked at while it runs.
+SLEEPER = '[ Executable = "/bin/sleep"; Arguments = "120"; JobName = "sleeper"; CPUTime = 600; ]'
 # Requirements make a SubmitPool: the queues offering AppVersion2.
 TAGGED = '[ Executable = "/bin/true"; JobName = "tagged"; Requirements = [ SoftwareTag = {"AppVersion2"}; ]; ]'
 
@@ -77,7 +79,7 @@ def test_a_revoked_token_signs_the_tab_out_with_the_reason(console, console_serv
     expect(tab.page.get_by_role("heading", level=1, name="Overview")).to_be_visible()
     [view] = [t for t in console_server.json("admin", "token", "list") if t["User"] == "revoked"]
     console_server.ok("admin", "token", "revoke", view["ID"])
-    # The overview's next refresh gets a 401 (within token_cache_seconds in another process).
+    # The overview's next refresh gets a 401 (a second later at most, revoked by another process).
     expect(tab.page.get_by_role("heading", name="Sign in")).to_be_visible()
     expect(tab.page.get_by_role("alert")).to_have_text(re.compile(r"^Signed out: .*revoked"))
     assert tab.page.evaluate("() => sessionStorage.length") == 0
@@ -153,11 +155,36 @@ def test_submit_shows_the_error_at_its_line_then_a_pilot_runs_the_job_to_done(co
         history = tab.page.locator("#job-history td[data-column=Status]")
         expect(history).to_contain_text(["Received", "Waiting", "Matched", "Running", "Done"])
         expect(tab.page.get_by_role("heading", name="Why it waits")).to_be_hidden()  # it waits no more
+        expect(tab.page.get_by_role("heading", name="Where it ran")).to_be_visible()
+        expect(tab.page.locator("#job-where")).to_have_text(
+            "Ran in queue DIRAC.Local.ch/localhost/default (site DIRAC.Local.ch); ended Done: Execution Complete.")
         tab.shot("04-job-done")
     finally:
         pilot.terminate()
         pilot.wait(timeout=patience(30))
     assert console_server.json("status", str(job_id), token=console_server.issued["roland"])[0]["Status"] == "Done"
+
+
+def test_a_running_jobs_page_says_where_it_runs_not_why_it_waits(console, console_server, tokens, tmp_path):
+    roland = console_server.issued["roland"]
+    job_id = submit(console_server, roland, SLEEPER)
+    tab = console()
+    tab.sign_in(roland)
+    tab.go(f"jobs/{job_id}", f"Job {job_id}")
+    expect(tab.page.get_by_role("heading", name="Why it waits")).to_be_visible()
+    pilot = run_pilot(console_server, tokens, tmp_path, f"console-{console_server.backend}-2")
+    try:
+        expect(tab.page.locator("#job-status")).to_have_text("Running", timeout=patience(90) * 1000)
+        expect(tab.page.get_by_role("heading", name="Where it runs")).to_be_visible()
+        expect(tab.page.locator("#job-where")).to_have_text(
+            "Running in queue DIRAC.Local.ch/localhost/default (site DIRAC.Local.ch).")
+        expect(tab.page.get_by_role("heading", name="Why it waits")).to_be_hidden()
+        tab.shot("04-job-running")
+    finally:
+        with console_server.api(roland) as api:
+            api.post("/jobs/kill", json={"job_ids": [job_id]})
+        pilot.terminate()
+        pilot.wait(timeout=patience(30))
 
 
 def test_a_waiting_jobs_why_table_names_the_layer_for_every_queue(console, console_server):
@@ -228,9 +255,11 @@ def test_queues_page_shows_usage_bars_task_queues_and_pools(console, console_ser
     expect(tab.page.get_by_role("region", name="Task queues").locator("tbody tr").first).to_be_visible()
     pools = tab.page.get_by_role("region", name="SubmitPools and the queues each may go to")
     row = pools.locator("tr", has_text=pool_id)
-    row.get_by_text("queues").click()  # the list is read when opened
     with console_server.api(console_server.issued["admin"]) as api:
         queues = api.get(f"/pools/{pool_id}").json()["Queues"]
+    summary = row.locator("details summary")
+    expect(summary).to_have_text(f"{len(queues)} {'queue' if len(queues) == 1 else 'queues'}")
+    summary.click()  # the list is read when opened
     assert "DIRAC.Local.ch/localhost/default" in queues
     expect(row.locator("details li")).to_have_text(queues)
     tab.shot("07-queues")
@@ -271,3 +300,113 @@ def test_pages_are_readable_at_a_phones_width(console, console_server):
     width = tab.page.evaluate("() => document.documentElement.scrollWidth")
     assert width <= PHONE["width"], f"the page is {width} px wide: it scrolls sideways"
     tab.shot("phone-jobs")
+
+
+def test_task_queues_and_pools_come_a_page_at_a_time_each_with_its_own_pager(console, console_server):
+    """The queues page at one row a page (#/queues?limit=1): the task queues and the pools
+    each lead on to their next page from the server, and back."""
+    admin = console_server.issued["admin"]
+    ids = [submit(console_server, admin, f'[ Executable = "/bin/true"; Requirements = [ Memory = {m}; ]; ]')
+           for m in (11, 12)]
+    tab = console()
+    tab.sign_in(admin)
+    tab.go("queues?limit=1", "Queues and pools")
+    for noun, region, column in (("task queues", "Task queues", "TaskQueue"),
+                                 ("pools", "SubmitPools and the queues each may go to", "SubmitPool")):
+        rows = tab.page.get_by_role("region", name=region).locator(f'td[data-column="{column}"]')
+        expect(rows).to_have_count(1)
+        first = rows.inner_text()
+        tab.page.get_by_role("button", name=f"Next page of {noun}").click()
+        expect(rows).not_to_have_text(first)
+        expect(rows).to_have_count(1)
+        tab.page.get_by_role("button", name=f"Previous page of {noun}").click()
+        expect(rows).to_have_text(first)
+    tab.shot("07-queues-paged")
+    console_server.ok("kill", *map(str, ids), token=admin)  # not for others to run
+
+
+def test_at_a_phones_width_a_jobs_state_shows_and_times_keep_to_one_line(console, console_server):
+    job_id = submit(console_server, console_server.issued["roland"], HELLO)
+    tab = console(PHONE)
+    tab.sign_in(console_server.issued["roland"])
+    tab.go("jobs", "Jobs")
+    state = tab.page.locator(f'tr[data-job="{job_id}"] td[data-column=Status]')
+    expect(state).to_be_visible()
+    box = state.bounding_box()
+    assert box["x"] + box["width"] <= PHONE["width"], f"the State column ends at {box['x'] + box['width']} px"
+    tab.go(f"jobs/{job_id}", f"Job {job_id}")
+    time_cell = tab.page.get_by_role("region", name="Status history").locator("td[data-column=Time]").first
+    expect(time_cell).to_be_visible()
+    line = tab.page.evaluate("(cell) => parseFloat(getComputedStyle(cell).lineHeight) || 20", time_cell.element_handle())
+    assert time_cell.bounding_box()["height"] < 2 * line + 12, "a time wraps onto several lines"
+    tab.shot("phone-job")
+
+
+def test_a_job_is_held_and_released_from_its_page_and_the_holds_say_who_and_why(console, console_server):
+    roland = console_server.issued["roland"]
+    job_id = submit(console_server, roland, NOWHERE.replace("nowhere", "to-hold"))
+    tab = console()
+    tab.sign_in(roland)
+    tab.go(f"jobs/{job_id}", f"Job {job_id}")
+    tab.page.get_by_label("Reason").fill("input not staged")
+    tab.page.get_by_role("button", name="Hold this job").click()
+    expect(tab.page.locator("#job-status")).to_have_text("Held")
+    expect(tab.page.locator("#job-minor")).to_have_text("Held by the user roland: input not staged")
+    holds = tab.page.locator("#job-holds tbody tr")
+    expect(holds).to_have_count(1)
+    assert [c.inner_text() for c in holds.first.locator("td").all()][:3] == ["user", "roland", "input not staged"]
+    tab.shot("10-job-held")
+
+    tab.page.get_by_role("button", name="Release this job").click()
+    expect(tab.page.locator("#job-status")).to_have_text("Waiting")
+    expect(tab.page.get_by_role("button", name="Hold this job")).to_be_visible()
+    history = console_server.json("logging-info", str(job_id), token=roland)
+    assert [(h["Status"], h["Source"]) for h in history[-2:]] == [("Held", "User roland"), ("Waiting", "User roland")]
+
+
+def test_the_selected_jobs_are_held_and_released_from_the_list(console, console_server):
+    roland = console_server.issued["roland"]
+    ids = [submit(console_server, roland, NOWHERE.replace("nowhere", f"to-hold-{n}")) for n in range(2)]
+    tab = console()
+    tab.sign_in(roland)
+    tab.go("jobs", "Jobs")
+    page = tab.page
+    for job_id in ids:
+        page.get_by_label(f"Select job {job_id}").check()
+    page.get_by_role("button", name="Hold selected (2)").click()
+    expect(page.get_by_role("status").filter(has_text="Held:")).to_have_text(f"Held: {ids[0]}, {ids[1]}.")
+    for job_id in ids:
+        expect(page.locator(f'tr[data-job="{job_id}"] td[data-column=Status]')).to_have_text("Held")
+        page.get_by_label(f"Select job {job_id}").check()
+    page.get_by_role("button", name="Release selected (2)").click()
+    expect(page.get_by_role("status").filter(has_text="Released:")).to_have_text(f"Released: {ids[0]}, {ids[1]}.")
+    statuses = {j: console_server.json("status", str(j), token=roland)[0]["Status"] for j in ids}
+    assert statuses == {ids[0]: "Waiting", ids[1]: "Waiting"}
+
+
+def test_a_killed_job_is_rescheduled_from_its_page(console, console_server):
+    roland = console_server.issued["roland"]
+    job_id = submit(console_server, roland, NOWHERE.replace("nowhere", "to-reschedule"))
+    console_server.ok("kill", str(job_id), token=roland)
+    tab = console()
+    tab.sign_in(roland)
+    tab.go(f"jobs/{job_id}", f"Job {job_id}")
+    expect(tab.page.locator("#job-status")).to_have_text("Killed")
+    tab.page.get_by_label("Reason").fill("input fixed")
+    tab.page.get_by_role("button", name="Reschedule this job").click()
+    expect(tab.page.locator("#job-status")).to_have_text("Waiting")
+    expect(tab.page.locator("#job-minor")).to_have_text("Rescheduled by roland: input fixed")
+    expect(tab.page.get_by_role("button", name="Hold this job")).to_be_visible()
+
+
+def test_a_job_is_deleted_from_its_page_and_leaves_the_list(console, console_server):
+    roland = console_server.issued["roland"]
+    job_id = submit(console_server, roland, NOWHERE.replace("nowhere", "to-delete"))
+    tab = console()
+    tab.sign_in(roland)
+    tab.go(f"jobs/{job_id}", f"Job {job_id}")
+    tab.page.get_by_role("button", name="Delete this job").click()
+    tab.page.get_by_role("button", name=f"Delete job {job_id}").click()
+    expect(tab.page.locator("#job-status")).to_have_text("Deleted")
+    expect(tab.page.get_by_role("button", name="Delete this job")).to_have_count(0)
+    assert job_id not in [j["JobID"] for j in console_server.json("jobs", token=roland)]

@@ -100,3 +100,22 @@ def test_a_user_outside_arusers_is_not_offered_the_form(console, console_server)
     tab.go("reservations/new", "Jobs")  # the form's address leads to the jobs
     refused = grid_engine(console_server, "qrsub", "-d", "1:00:00", token="roland")
     assert refused.returncode != 0 and "member of the arusers user set" in refused.stderr
+
+
+def test_another_users_reservation_offers_no_change_and_no_delete(console, console_server):
+    """roland may see admin's reservation (qrstat shows all), not change or
+    delete it: the page offers neither, as the API would refuse both."""
+    made = grid_engine(console_server, "qrsub", "-d", "1:00:00", "-N", "admins")
+    assert made.returncode == 0, made.stderr
+    ar_id = made.stdout.split()[3]                    # "Your advance reservation N has been granted"
+    tab = console()
+    tab.sign_in(console_server.issued["roland"])
+    tab.go(f"reservations/{ar_id}", f"Advance reservation {ar_id}")
+    page = tab.page
+    expect(page.locator("#ar-not-yours")).to_have_text(
+        "Only its owner (admin), operators and managers may change or delete this reservation.")
+    expect(page.get_by_role("button", name="Delete (qrdel)")).to_have_count(0)
+    expect(page.get_by_role("button", name="Change")).to_have_count(0)
+    refused = grid_engine(console_server, "qrdel", ar_id, token="roland")
+    assert refused.returncode != 0
+    assert grid_engine(console_server, "qrdel", ar_id).returncode == 0

@@ -17,7 +17,6 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 
 from wms import __version__
@@ -31,7 +30,7 @@ from wms.api.console import mount_console
 from wms.api.deps import public
 from wms.api import openapi
 from wms.api.responses import Health
-from wms.api.guard import InputGuard, database_error_response, error_body, error_response, one_line
+from wms.api.guard import DATABASE_AWAY, InputGuard, database_error_response, error_body, error_response, one_line
 from wms.core.errors import WmsError
 from wms.db.engine import database_problem
 from wms.services.runtime import Runtime
@@ -117,9 +116,11 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     def wms_error(request: Request, exc: WmsError) -> JSONResponse:
         return error_response(exc)
 
-    @app.exception_handler(OperationalError)
-    def database_error(request: Request, exc: OperationalError) -> JSONResponse:
+    def database_error(request: Request, exc: Exception) -> JSONResponse:
         return database_error_response(runtime, exc)
+
+    for away in DATABASE_AWAY:
+        app.add_exception_handler(away, database_error)
 
     @app.exception_handler(HTTPException)
     def http_error(request: Request, exc: HTTPException) -> JSONResponse:
@@ -165,7 +166,8 @@ def create_app(runtime: Runtime, clock: Callable[[], datetime] | None = None) ->
     app.include_router(routes_quotas.router, prefix=API_PREFIX)
     app.include_router(routes_sandboxes.router, prefix=API_PREFIX)
     app.include_router(routes_console.router, prefix=API_PREFIX)
-    mount_console(app)
+    mount_console(app, [entry.issuer for entry in runtime.config.settings.identity_providers
+                        if entry.console_client_id is not None])
     openapi.install(app)
     pilot_calls.install(app, runtime, [f"{API_PREFIX}/matcher/request-job", f"{API_PREFIX}/matcher/request-jobs"])
     return app

@@ -5,7 +5,7 @@ The kernel gives each new connection to one of the workers by chance
 worker that accepted it. A few long-lived connections (pilots asking
 without pause, a client's pool) can fall 22 to 10 between two workers,
 and each request on the fuller one then waits about twice as long, since
-every worker answers at the same rate (docs/benchmarks.md, "What the p99
+every worker answers at the same rate (docs/journal/benchmarks.md, "What the p99
 at 32 pilots waits for").
 
 So each worker counts the connections it answered lately and writes the
@@ -21,7 +21,7 @@ closes: its client is told to come back later, on a connection of its
 own after a wait of seconds, so it holds nothing. Counted, the crowd a
 saturated server refuses made one worker look fuller than the other, and
 it closed admitted pilots' connections, which could land on the other,
-full worker and be refused in turn (docs/benchmarks.md, "Refusals do not
+full worker and be refused in turn (docs/journal/benchmarks.md, "Refusals do not
 count as held connections").
 
 A connection is known by the client's address and port. Behind a trusted

@@ -19,6 +19,8 @@ from fastapi import Depends, Request
 
 from wms.core.errors import Forbidden, Unauthorized
 from wms.core.identity import Identity
+from wms.core.oidc_tokens import looks_like_jwt
+from wms.services import job_tokens
 from wms.services.runtime import Runtime
 from wms.services.tokens import authenticate, cached_identity
 
@@ -52,12 +54,31 @@ def _bearer(request: Request) -> str:
 
 
 async def caller(request: Request, runtime: Runtime, now: datetime) -> Identity:
-    """Who sent ``request``: from the verified-token cache, else read on a request thread."""
+    """Who sent ``request``: from the verified-token cache, else read on a request thread.
+
+    A job token (``wmsj_``) is never cached: its job's row is read on every
+    use, so that it stops working the moment its attempt ends."""
     token = _bearer(request)
+    if looks_like_jwt(token):
+        return await _oidc_caller(runtime, token, now)
+    if job_tokens.is_job_token(token):
+        return await anyio.to_thread.run_sync(job_tokens.authenticate, runtime, token, now)
     cache = runtime.caches.verified_tokens
-    identity = cached_identity(token, now, cache)
+    identity = cached_identity(runtime.engine, token, now, cache)
     if identity is None:
         identity = await anyio.to_thread.run_sync(authenticate, runtime.engine, token, now, cache)
+    return identity
+
+
+async def _oidc_caller(runtime: Runtime, token: str, now: datetime) -> Identity:
+    """An identity provider's access token: checked here when its issuer's keys
+    are kept, else on a request thread, which may fetch them."""
+    verifier = runtime.oidc
+    if verifier is None:
+        raise Unauthorized("this server accepts no OpenID Connect tokens")
+    identity = verifier.identity_if_cached(token, now)
+    if identity is None:
+        identity = await anyio.to_thread.run_sync(verifier.identity, token, now)
     return identity
 
 

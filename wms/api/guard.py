@@ -10,14 +10,17 @@ An ASGI middleware, so that it acts before FastAPI reads or parses a body:
    (the route checks the role again, as for any request);
    (file uploads, whose routes read the body themselves against their own
    limit, stop here: ``routes_sandboxes.streams_body``);
-4. the body is read, counted, and scanned as bytes: JSON nested deeper than
+4. the body is read (by its deadline, else 408; and when it is whole the
+   load shedder admits the request again, else 429: backpressure.py),
+   counted, and scanned as bytes: JSON nested deeper than
    ``limits.depth`` is refused, and when a NUL or a lone surrogate may be in
    it (``\\u0000``, ``\\udXXX``, or raw surrogate bytes that Python's JSON
    reader would let through) the strings are checked one by one and the first
    bad one named (``jdls.0.text:3:14: NUL character ...``);
-5. an exception no handler knows is logged with the request id and
-   answered as a JSON 500 carrying that id: the process and the connection
-   live on.
+5. the database away (or over ``limits.statement_timeout``) is a 503 with
+   Retry-After, wherever it is met; an exception no handler knows is
+   logged with the request id and answered as a JSON 500 carrying that id:
+   the process and the connection live on.
 
 Every request has an id (its X-Request-ID header when sane, else a new
 one: wms.logs): it is in every log line of the request, in the
@@ -37,13 +40,14 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from wms.api.deps import caller, clock_now
 from wms.api.routes_sandboxes import streams_body
-from wms.core.errors import InvalidInput, TooLarge, Unauthorized, Unavailable, WmsError
+from wms.core.errors import InvalidInput, TooLarge, TooManyRequests, Unauthorized, Unavailable, WmsError
 from wms.core.limits import find_bad_character
 from wms.db.engine import is_statement_timeout
 from wms.logs import current_request_id, one_line, request_id_from, shown_query
@@ -87,17 +91,38 @@ def error_response(exc: WmsError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     if exc.status == 503:
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    if isinstance(exc, TooManyRequests):
+        headers = {"Retry-After": str(exc.retry_after)}
+    if exc.status == 408:
+        # The rest of the body may still come, or never: the connection is not read again.
+        headers = {"Connection": "close"}
     return JSONResponse(error_body(str(exc)), status_code=int(exc.status), headers=headers)
 
 
-def database_error_response(runtime: Runtime, exc: OperationalError) -> JSONResponse:
-    """A statement past ``limits.statement_timeout`` as 503; any other database
-    failure raised again (the guard logs it and answers 500 with a request id)."""
-    if not is_statement_timeout(exc):
-        raise exc
-    timeout = runtime.config.settings.limits.statement_timeout
-    return error_response(Unavailable(f"the database took longer than {timeout:g} s "
-                                      "(limits.statement_timeout); nothing was changed"))
+#: What the database raises when it is away, or too busy to take a request
+#: (a connection refused or lost, a lock or deadlock it gave up on, no free
+#: connection in the pool in time): the caller should come back, not report
+#: a defect. A statement the database refuses as wrong (ProgrammingError,
+#: IntegrityError) is ours, and stays a 500.
+DATABASE_AWAY = (OperationalError, InterfaceError, PoolTimeout)
+
+
+def database_error_response(runtime: Runtime, exc: Exception) -> JSONResponse:
+    """The database away or over its time, as 503 with Retry-After.
+
+    A statement past ``limits.statement_timeout`` says so (it was cancelled,
+    so nothing was changed). Otherwise the driver's reason names hosts and
+    ports: it goes to the log with the request id, and the caller learns
+    only that the database is not answering, as ``/health`` says it."""
+    if is_statement_timeout(exc):
+        timeout = runtime.config.settings.limits.statement_timeout
+        return error_response(Unavailable(f"the database took longer than {timeout:g} s "
+                                          "(limits.statement_timeout); nothing was changed"))
+    log.warning("database not answering: %s", one_line(str(exc)))
+    request_id = current_request_id.get()
+    where = f" (request id {request_id}; the server log has the details)" if request_id else ""
+    return error_response(Unavailable(f"the database is not answering{where}; try again in "
+                                      f"{RETRY_AFTER_SECONDS} s"))
 
 
 def replay(message: Message, receive: Receive) -> Receive:
@@ -217,6 +242,14 @@ class InputGuard:
 
         try:
             await self.guarded(scope, receive, tracking_send)
+        except DATABASE_AWAY as exc:    # met before a route: the token's check of a request with a body
+            if status is None:
+                await database_error_response(self.runtime, exc)(scope, receive, tracking_send)
+        except WmsError as exc:
+            # From reading the body (backpressure.py): it came too late (408),
+            # or when it came the process was full (429).
+            if status is None:
+                await error_response(exc)(scope, receive, tracking_send)
         except Exception:  # noqa: BLE001 - the last resort: logged, answered, never fatal
             log.exception("request %s failed: %s %s", request_id, scope.get("method"), scope.get("path"))
             if status is None:

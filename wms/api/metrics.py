@@ -204,6 +204,10 @@ class DatabaseCollector:
         for state, n in sorted(counts.pilots.items()):
             pilots.add_metric([state], n)
         yield pilots
+        empty = GaugeMetricFamily("wms_pilots_ran_nothing", "Pilots the SiteDirector submitted that ended "
+                                  "without running a job")
+        empty.add_metric([], counts.ran_nothing)
+        yield empty
 
 
 class _ThisProcess:

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from wms.core.limits import INT32_MAX, INT64_MAX, MATCH_BATCH_MAX
+from wms.core.holds import REASON_MAX
+from wms.core.limits import (APPLICATION_STATUS_MAX, APPLICATION_STATUS_PATTERN, CONTROL_JOBS_MAX, INT32_MAX,
+                              INT64_MAX, MATCH_BATCH_MAX)
+from wms.core.pilot_backends import ISOLATION_MODES
+
+# One line of text: no control character nor line separator.
+ONE_LINE_TEXT = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
 
 # Numbers are stored as 64-bit (job ids) or 32-bit integers (the rest): a
 # larger number in a path, a query or a body is refused (422) before it
@@ -51,12 +57,57 @@ class SubmitRequest(BaseModel):
     job_name: str | None = None
     strict: bool = Field(False, description="refuse every job (store none) if no configured queue could ever "
                                             "run one of them")
+    held: bool = Field(False, description="store the jobs with a user hold on them (qsub -h): released by "
+                                          "wms release or qrls")
 
 
 class JobIds(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     job_ids: list[BodyInt64] = Field(min_length=1)
+
+
+class JobControl(BaseModel):
+    """The jobs a job control acts on: ``job_ids``, or a filter (``status``, and
+    ``owner`` for operators and managers) a batch at a time from ``after``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_ids: list[BodyInt64] | None = Field(None, min_length=1, max_length=CONTROL_JOBS_MAX)
+    status: str | None = Field(None, min_length=1, max_length=32)
+    owner: str | None = Field(None, min_length=1, max_length=255)
+    after: BodyInt64 | None = Field(None, description="the filter's next batch: next_after of the last answer")
+    reason: str | None = Field(None, max_length=REASON_MAX, pattern=ONE_LINE_TEXT,
+                               description="why, recorded in the job's history")
+
+
+# Grid Engine's hold types (qhold -h): u user, o operator, s system.
+HOLD_TYPES = r"^[uos]{1,3}$"
+
+
+class HoldRequest(JobControl):
+    hold_types: str = Field("u", pattern=HOLD_TYPES, description="letters of u (user), o (operator), s (system)")
+
+
+class ReleaseRequest(JobControl):
+    hold_types: str | None = Field(None, pattern=HOLD_TYPES,
+                                   description="the holds to release (default: every kind the caller may)")
+
+
+class RescheduleRequest(JobControl):
+    reset: BodyBool = Field(False, description="start the reschedule count again (operators and managers)")
+    running: BodyBool = Field(False, description="Matched and Running jobs too (qmod -rj): their pilots stop them "
+                                                 "at their next heartbeat")
+
+
+class AlterRequest(JobControl):
+    """qalter's changes: each given one is made, the others stay."""
+
+    priority: BodyInt32 | None = Field(None, description="-p: the job's Priority")
+    resource_requests: dict[str, Any] | None = Field(None, description="-l: hard requests, merged with the job's")
+    queues: list[Annotated[str, Field(min_length=1, max_length=767)]] | None = Field(
+        None, min_length=1, description="-q: Site/CE/Queue names (wildcards allowed), as the request qname")
+    job_name: str | None = Field(None, min_length=1, max_length=255, pattern=ONE_LINE_TEXT, description="-N")
 
 
 class MatchQueuesRequest(BaseModel):
@@ -82,6 +133,8 @@ class JobRequest(BaseModel):
     platform: str | None = None
     cpu_time_left: BodyFloat | None = Field(None, ge=0)
     tags: list[str] = Field(default_factory=list)
+    owner_only: BodyBool = Field(False, description="only jobs of the token's own user: a pilot whose payloads "
+                                                      "cannot be isolated on its node")
 
 
 class JobsRequest(JobRequest):
@@ -101,12 +154,24 @@ class JobsRequest(JobRequest):
         return count
 
 
+# One line of text: no control character (C0, DEL, C1) and no line or paragraph separator.
+ONE_LINE = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+
+
 class TokenRenewal(BaseModel):
-    """A pilot renewing its token; ``pilot_id`` binds a hand-made token not bound yet."""
+    """A pilot renewing its token; ``pilot_id`` binds a hand-made token not bound yet.
+    The pilot also declares itself here (docs/security.md, "Pilots and tokens")."""
 
     model_config = ConfigDict(extra="forbid")
 
     pilot_id: str | None = Field(None, min_length=1, max_length=255)
+    slots: BodyInt | None = Field(None, ge=1, le=INT32_MAX,
+                                  description="the pilot's total slots: its token never holds more at once; "
+                                              "the first declaration fixes them, a later one may only lower them")
+    isolation: Literal[ISOLATION_MODES] | None = Field(  # type: ignore[valid-type]
+        None, description="how the pilot runs payloads now; `none`: without isolation")
+    isolation_note: str | None = Field(None, min_length=1, max_length=200, pattern=ONE_LINE,
+                                       description="with isolation: why, in one line (e.g. why there is none)")
 
 
 class PilotStatus(BaseModel):
@@ -119,6 +184,11 @@ class PilotStatus(BaseModel):
     # The job's hand-out this report is about (the job's "Attempt"): refused
     # when the job has been handed out again since. Optional for older pilots.
     attempt: BodyInt | None = Field(None, ge=1, le=INT32_MAX)
+    # Done/Failed: how long ago, by the pilot's own clock, the payload ended
+    # (its output was stored meanwhile): the job's end time is the payload's,
+    # not the report's. A duration, not a time, so the node's clock offset
+    # does not matter.
+    ended_ago: float | None = Field(None, ge=0, le=10 ** 7, allow_inf_nan=False)
 
 
 class Heartbeat(BaseModel):
@@ -140,6 +210,17 @@ class JobOutput(BaseModel):
     # The job's hand-out this report is about (the job's "Attempt"): refused
     # when the job has been handed out again since. Optional for older pilots.
     attempt: BodyInt | None = Field(None, ge=1, le=INT32_MAX)
+
+
+class ApplicationStatus(BaseModel):
+    """setApplicationStatus: the running payload's progress line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    application_status: str = Field(
+        min_length=1, max_length=APPLICATION_STATUS_MAX, pattern=APPLICATION_STATUS_PATTERN,
+        description="one line (no control character), e.g. 'Reconstructing event 500'; the job's minor "
+                    "status becomes 'Application: <this>'")
 
 
 class ComplexFile(BaseModel):
@@ -188,21 +269,3 @@ class ReservationDelete(BaseModel):
     selectors: list[str] = Field(default_factory=list, description="AR ids or names (wildcards), in order")
     force: BodyBool = False
     users: list[str] | None = Field(default=None, description="qrdel -u: only reservations of these users")
-
-
-class ReservationChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str | None = None
-    users: list[str] | None = None
-    mail_options: str | None = None
-    mail_list: list[str] | None = None
-    end: datetime | None = None
-    duration: str | None = None
-
-    @field_validator("end")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("a time must carry its zone")
-        return value

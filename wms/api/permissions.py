@@ -17,7 +17,10 @@ queue) owned by user ``roland``:
   ``other VO``: andre (VO dteam);
 * ``pilot``: a pilot token bound to a pilot that holds none of roland's
   jobs; ``own pilot``: the token of the pilot roland's job was given to;
-* ``operator``, ``manager``.
+* ``operator``, ``manager``;
+* ``job``: the job token of roland's running job (the ``JobToken`` of its
+  hand-out); ``stale_job``: the job token of an attempt that is over (a
+  job of roland's handed out, then Done).
 
 The outcomes:
 
@@ -37,64 +40,72 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.routing import APIRoute, iter_route_contexts
 
-CALLERS = ("none", "forged", "expired", "owner", "same_vo", "other_vo", "pilot", "own_pilot", "operator", "manager")
+CALLERS = ("none", "forged", "expired", "owner", "same_vo", "other_vo", "pilot", "own_pilot", "operator", "manager",
+           "job", "stale_job")
 TITLES = {"none": "none", "forged": "forged", "expired": "expired", "owner": "owner", "same_vo": "same VO",
           "other_vo": "other VO", "pilot": "pilot", "own_pilot": "own pilot", "operator": "operator",
-          "manager": "manager"}
+          "manager": "manager", "job": "job token", "stale_job": "stale job token"}
 OK, HIDDEN = "ok", "hidden"
 OUTCOMES = (OK, HIDDEN, "401", "403", "404")
 
 # One line per route: method, path, then one outcome per caller in CALLERS' order.
 _TABLE = """
-GET    /api/v1/health                          ok  ok  ok  ok     ok     ok     ok     ok     ok  ok
-GET    /metrics                                ok  ok  ok  ok     ok     ok     ok     ok     ok  ok
-POST   /api/v1/jobs                            401 401 401 ok     ok     ok     403    403    ok  ok
-GET    /api/v1/jobs                            401 401 401 ok     hidden hidden hidden ok     ok  ok
-GET    /api/v1/jobs/{job_id}                   401 401 401 ok     404    404    404    ok     ok  ok
-GET    /api/v1/jobs/{job_id}/jdl               401 401 401 ok     404    404    404    ok     ok  ok
-GET    /api/v1/jobs/{job_id}/history           401 401 401 ok     404    404    404    403    ok  ok
-GET    /api/v1/jobs/{job_id}/output            401 401 401 ok     404    404    404    403    ok  ok
-GET    /api/v1/jobs/{job_id}/why               401 401 401 ok     404    404    404    403    ok  ok
-GET    /api/v1/jobs/{job_id}/match-queues      401 401 401 ok     404    404    403    403    ok  ok
-POST   /api/v1/jobs/kill                       401 401 401 ok     404    404    403    403    ok  ok
-DELETE /api/v1/jobs/{job_id}                   401 401 401 ok     404    404    403    403    ok  ok
-POST   /api/v1/match-queues                    401 401 401 ok     ok     ok     403    403    ok  ok
-POST   /api/v1/matcher/request-job             401 401 401 403    403    403    ok     ok     ok  ok
-POST   /api/v1/matcher/request-jobs            401 401 401 403    403    403    ok     ok     ok  ok
-POST   /api/v1/jobs/{job_id}/pilot-status      401 401 401 403    403    403    404    ok     ok  ok
-POST   /api/v1/jobs/{job_id}/heartbeat         401 401 401 403    403    403    404    ok     ok  ok
-POST   /api/v1/jobs/{job_id}/output            401 401 401 403    403    403    404    ok     ok  ok
-GET    /api/v1/matcher/submit-pools            401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /api/v1/pools                           401 401 401 ok     ok     hidden ok     ok     ok  ok
-GET    /api/v1/pools/{pool_id}                 401 401 401 ok     ok     404    ok     ok     ok  ok
-GET    /api/v1/task-queues                     401 401 401 ok     ok     hidden 403    403    ok  ok
-GET    /api/v1/queues                          401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /api/v1/complexes                       401 401 401 ok     ok     ok     ok     ok     ok  ok
-PUT    /api/v1/complexes                       401 401 401 403    403    403    403    403    403 ok
-GET    /api/v1/pilots                          401 401 401 403    403    403    403    403    ok  ok
-POST   /api/v1/pilots/token/renew              401 401 401 403    403    403    ok     ok     403 403
-GET    /api/v1/pilots/{pilot_id}/output        401 401 401 403    403    403    403    403    ok  ok
-POST   /api/v1/reservations                    401 401 401 ok     ok     ok     403    403    ok  ok
-GET    /api/v1/reservations                    401 401 401 ok     ok     ok     403    403    ok  ok
-PATCH  /api/v1/reservations/{ar_id}            401 401 401 ok     403    403    403    403    ok  ok
-POST   /api/v1/reservations/delete             401 401 401 ok     403    403    403    403    ok  ok
-GET    /api/v1/accounting/reservations         401 401 401 ok     ok     ok     403    403    ok  ok
-GET    /api/v1/accounting/jobs                 401 401 401 ok     hidden hidden 403    403    ok  ok
-GET    /api/v1/rqs                             401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /api/v1/rqs/names                       401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /api/v1/rqs/template                    401 401 401 403    403    403    403    403    ok  ok
-POST   /api/v1/rqs                             401 401 401 403    403    403    403    403    ok  ok
-PUT    /api/v1/rqs                             401 401 401 403    403    403    403    403    ok  ok
-DELETE /api/v1/rqs                             401 401 401 403    403    403    403    403    ok  ok
-POST   /api/v1/rqs/attributes                  401 401 401 403    403    403    403    403    ok  ok
-GET    /api/v1/quotas                          401 401 401 ok     ok     ok     403    403    ok  ok
-GET    /api/v1/sandboxes/limits                401 401 401 ok     ok     ok     ok     ok     ok  ok
-PUT    /api/v1/sandboxes/{sha256}              401 401 401 ok     ok     ok     403    403    ok  ok
-GET    /api/v1/jobs/{job_id}/sandbox           401 401 401 ok     404    404    404    ok     ok  ok
-GET    /api/v1/jobs/{job_id}/sandbox/{kind}/{name} 401 401 401 ok 404    404    403    403    ok  ok
-PUT    /api/v1/jobs/{job_id}/sandbox/output/{name} 401 401 401 403 403   403    404    ok     ok  ok
-GET    /api/v1/whoami                          401 401 401 ok     ok     ok     ok     ok     ok  ok
-GET    /api/v1/overview                        401 401 401 ok     ok     ok     403    403    ok  ok
+GET    /api/v1/health                              ok  ok  ok  ok  ok     ok     ok     ok  ok  ok  ok  ok
+GET    /metrics                                    ok  ok  ok  ok  ok     ok     ok     ok  ok  ok  ok  ok
+GET    /api/v1/auth/issuers                        ok  ok  ok  ok  ok     ok     ok     ok  ok  ok  ok  ok
+POST   /api/v1/jobs                                401 401 401 ok  ok     ok     403    403 ok  ok  403 401
+GET    /api/v1/jobs                                401 401 401 ok  hidden hidden hidden ok  ok  ok  403 401
+GET    /api/v1/jobs/{job_id}                       401 401 401 ok  404    404    404    ok  ok  ok  ok  401
+GET    /api/v1/jobs/{job_id}/jdl                   401 401 401 ok  404    404    404    ok  ok  ok  ok  401
+GET    /api/v1/jobs/{job_id}/history               401 401 401 ok  404    404    404    403 ok  ok  403 401
+GET    /api/v1/jobs/{job_id}/output                401 401 401 ok  404    404    404    403 ok  ok  403 401
+GET    /api/v1/jobs/{job_id}/why                   401 401 401 ok  404    404    404    403 ok  ok  403 401
+GET    /api/v1/jobs/{job_id}/match-queues          401 401 401 ok  404    404    403    403 ok  ok  403 401
+POST   /api/v1/jobs/kill                           401 401 401 ok  404    404    403    403 ok  ok  403 401
+POST   /api/v1/jobs/hold                           401 401 401 ok  404    404    403    403 ok  ok  403 401
+POST   /api/v1/jobs/release                        401 401 401 ok  404    404    403    403 ok  ok  403 401
+POST   /api/v1/jobs/reschedule                     401 401 401 ok  404    404    403    403 ok  ok  403 401
+POST   /api/v1/jobs/delete                         401 401 401 ok  404    404    403    403 ok  ok  403 401
+POST   /api/v1/jobs/alter                          401 401 401 ok  404    404    403    403 ok  ok  403 401
+DELETE /api/v1/jobs/{job_id}                       401 401 401 ok  404    404    403    403 ok  ok  403 401
+POST   /api/v1/match-queues                        401 401 401 ok  ok     ok     403    403 ok  ok  403 401
+POST   /api/v1/matcher/request-job                 401 401 401 403 403    403    ok     ok  ok  ok  403 401
+POST   /api/v1/matcher/request-jobs                401 401 401 403 403    403    ok     ok  ok  ok  403 401
+POST   /api/v1/jobs/{job_id}/pilot-status          401 401 401 403 403    403    404    ok  ok  ok  403 401
+POST   /api/v1/jobs/{job_id}/heartbeat             401 401 401 403 403    403    404    ok  ok  ok  403 401
+POST   /api/v1/jobs/{job_id}/output                401 401 401 403 403    403    404    ok  ok  ok  403 401
+POST   /api/v1/jobs/{job_id}/application-status    401 401 401 403 403    403    404    ok  ok  ok  ok  401
+GET    /api/v1/matcher/submit-pools                401 401 401 ok  ok     ok     ok     ok  ok  ok  403 401
+GET    /api/v1/pools                               401 401 401 ok  ok     hidden ok     ok  ok  ok  403 401
+GET    /api/v1/pools/{pool_id}                     401 401 401 ok  ok     404    ok     ok  ok  ok  403 401
+GET    /api/v1/task-queues                         401 401 401 ok  ok     hidden 403    403 ok  ok  403 401
+GET    /api/v1/queues                              401 401 401 ok  ok     ok     ok     ok  ok  ok  403 401
+GET    /api/v1/complexes                           401 401 401 ok  ok     ok     ok     ok  ok  ok  403 401
+PUT    /api/v1/complexes                           401 401 401 403 403    403    403    403 403 ok  403 401
+GET    /api/v1/pilots                              401 401 401 403 403    403    403    403 ok  ok  403 401
+POST   /api/v1/pilots/token/renew                  401 401 401 403 403    403    ok     ok  403 403 403 401
+GET    /api/v1/pilots/{pilot_id}/output            401 401 401 403 403    403    403    403 ok  ok  403 401
+POST   /api/v1/reservations                        401 401 401 ok  ok     ok     403    403 ok  ok  403 401
+GET    /api/v1/reservations                        401 401 401 ok  ok     ok     403    403 ok  ok  403 401
+PATCH  /api/v1/reservations/{ar_id}                401 401 401 ok  403    403    403    403 ok  ok  403 401
+POST   /api/v1/reservations/delete                 401 401 401 ok  403    403    403    403 ok  ok  403 401
+GET    /api/v1/accounting/reservations             401 401 401 ok  ok     ok     403    403 ok  ok  403 401
+GET    /api/v1/accounting/jobs                     401 401 401 ok  hidden hidden 403    403 ok  ok  403 401
+GET    /api/v1/rqs                                 401 401 401 ok  ok     ok     ok     ok  ok  ok  403 401
+GET    /api/v1/rqs/names                           401 401 401 ok  ok     ok     ok     ok  ok  ok  403 401
+GET    /api/v1/rqs/template                        401 401 401 403 403    403    403    403 ok  ok  403 401
+POST   /api/v1/rqs                                 401 401 401 403 403    403    403    403 ok  ok  403 401
+PUT    /api/v1/rqs                                 401 401 401 403 403    403    403    403 ok  ok  403 401
+DELETE /api/v1/rqs                                 401 401 401 403 403    403    403    403 ok  ok  403 401
+POST   /api/v1/rqs/attributes                      401 401 401 403 403    403    403    403 ok  ok  403 401
+GET    /api/v1/quotas                              401 401 401 ok  ok     ok     403    403 ok  ok  403 401
+GET    /api/v1/sandboxes/limits                    401 401 401 ok  ok     ok     ok     ok  ok  ok  403 401
+PUT    /api/v1/sandboxes/{sha256}                  401 401 401 ok  ok     ok     403    403 ok  ok  403 401
+GET    /api/v1/jobs/{job_id}/sandbox               401 401 401 ok  404    404    404    ok  ok  ok  403 401
+GET    /api/v1/jobs/{job_id}/sandbox/{kind}/{name} 401 401 401 ok  404    404    403    403 ok  ok  403 401
+PUT    /api/v1/jobs/{job_id}/sandbox/output/{name} 401 401 401 403 403    403    404    ok  ok  ok  403 401
+GET    /api/v1/whoami                              401 401 401 ok  ok     ok     ok     ok  ok  ok  403 401
+GET    /api/v1/overview                            401 401 401 ok  ok     ok     403    403 ok  ok  403 401
 """
 
 

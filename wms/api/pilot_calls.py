@@ -37,13 +37,12 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
-from sqlalchemy.exc import OperationalError
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wms.api.deps import POLICY_ATTRIBUTE, _bearer, clock_now
-from wms.api.guard import database_error_response, error_response, replay
+from wms.api.guard import DATABASE_AWAY, database_error_response, error_response, replay
 from wms.api.lane import Lane
 from wms.api.openapi import api_routes
 from wms.core.errors import Unauthorized, WmsError
@@ -113,7 +112,7 @@ class PilotCalls:
             token = _bearer(request)
         except Unauthorized:
             return False
-        identity = cached_identity(token, now, self.runtime.caches.verified_tokens)
+        identity = cached_identity(self.runtime.engine, token, now, self.runtime.caches.verified_tokens)
         if identity is None or identity.role not in call.roles:
             return False
         scope["route"] = call.route     # what FastAPI would have left there (the metrics' label)
@@ -121,7 +120,7 @@ class PilotCalls:
             response = await self.lane.run(call.handler, payload, self.runtime, now, identity)
         except WmsError as exc:
             response = error_response(exc)
-        except OperationalError as exc:
+        except DATABASE_AWAY as exc:
             response = database_error_response(self.runtime, exc)
         await response(scope, _nothing, send)
         return True

@@ -62,6 +62,11 @@ class SandboxLimits(Answer):
     file_bytes: int = Field(description="the largest sandbox file (sandboxes.file_bytes)")
     job_bytes: int = Field(description="the most one job's sandbox may hold (sandboxes.job_bytes)")
     store: str = Field(description="directory or database")
+    user_bytes: int = Field(description="the most one user's sandboxes may hold (sandboxes.user_bytes; 0: no quota)")
+    total_bytes: int = Field(description="the most all sandboxes together may hold (sandboxes.total_bytes; 0: no quota)")
+    user_held: int = Field(description="what the caller's sandboxes hold now, each content once, leaving out the "
+                                       "contents named by sha256 (0 when there is no user quota)")
+    total_held: int = Field(description="what all sandboxes hold now, as user_held (0 when there is no total quota)")
 
 
 class UploadedFile(Answer):
@@ -80,6 +85,9 @@ class SandboxManifest(Answer):
     InputSandbox: list[SandboxFile]
     OutputSandbox: list[str] = Field(description="the JDL's OutputSandbox entries (names or patterns)")
     OutputFiles: list[SandboxFile] = Field(description="the output files stored (none for a pilot)")
+    StdOutput: str = Field("std.out", description="the file the job's stdout went to (JDL StdOutput): "
+                                                 "`wms output --dir` writes the stored stdout under this name")
+    StdError: str = Field("std.err", description="the file the job's stderr went to (JDL StdError)")
 
 
 class StoredOutputFile(Answer):
@@ -90,6 +98,21 @@ class StoredOutputFile(Answer):
 
 
 # ---------------------------------------------------------------- the web console
+class SignInIssuer(Answer):
+    Issuer: str = Field(description="the identity provider's issuer URL (OpenID Connect discovery starts there)")
+    VO: str
+    ClientID: str | None = Field(description="the public client `wms login` signs in as (null: not offered)")
+    ConsoleClientID: str | None = Field(description="the public client the web console signs in as, with the "
+                                                    "authorization code flow and PKCE (null: not offered)")
+    Scope: str = Field(description="the scopes to ask for, space-separated")
+    DeviceEndpoint: str | None = Field(description="the device authorization endpoint when the provider's "
+                                                   "discovery document does not name it")
+
+
+class SignIn(Answer):
+    Issuers: list[SignInIssuer] = Field(description="the identity providers whose users may sign in (wms.yaml identity_providers)")
+
+
 class WhoAmI(Answer):
     User: str
     Group: str
@@ -150,6 +173,40 @@ class JobJDL(Answer):
 class KillReport(Answer):
     killed: list[int]
     not_killed: dict[str, str] = Field(description="job id -> why not (already Done, finished meanwhile)")
+    stopping: list[int] = Field([], description="of the killed, those that were on a node: their payload stops "
+                                                "when the pilot next hears from the server (its next heartbeat)")
+
+
+class HoldReport(Answer):
+    held: list[int]
+    not_held: dict[str, str] = Field(description="job id -> why not (its state, or already held so)")
+    next_after: int | None = Field(description="a filter's next batch starts after this id; null: no more")
+
+
+class ReleaseReport(Answer):
+    released: list[int] = Field(description="the jobs that wait again")
+    still_held: dict[str, str] = Field(description="job id -> the holds left on it")
+    not_released: dict[str, str] = Field(description="job id -> why not (not Held, no such hold, not yours)")
+    next_after: int | None = Field(description="a filter's next batch starts after this id; null: no more")
+
+
+class RescheduleReport(Answer):
+    rescheduled: list[int] = Field(description="the jobs that wait again, as a new attempt")
+    not_rescheduled: dict[str, str] = Field(description="job id -> why not (its state, max_reschedule, the "
+                                                        "optimizers' refusal)")
+    next_after: int | None = Field(description="a filter's next batch starts after this id; null: no more")
+
+
+class DeleteReport(Answer):
+    deleted: list[int]
+    not_deleted: dict[str, str] = Field(description="job id -> why not (deleted already)")
+    next_after: int | None = Field(description="a filter's next batch starts after this id; null: no more")
+
+
+class AlterReport(Answer):
+    altered: list[int] = Field(description="the jobs changed and filed again")
+    not_altered: dict[str, str] = Field(description="job id -> why not (its state, the optimizers' refusal)")
+    next_after: int | None = Field(description="a filter's next batch starts after this id; null: no more")
 
 
 class QueueMatch(Answer):
@@ -177,13 +234,22 @@ class QueueVerdict(Answer):
                                         "...; empty when eligible)")
 
 
+class JobHold(Answer):
+    Type: str = Field(description="u (user), o (operator) or s (system), as qhold -h")
+    Holder: str = Field(description="who set it: a user name, or system")
+    Reason: str
+    Time: str = Field(description=TIME)
+
+
 class WhyReport(Answer):
-    """`wms why`: every queue of the job's VO and the first layer that keeps the job from it."""
+    """`wms why`: every queue of the job's VO and the first layer that keeps the job from it;
+    for a Held job, its holds instead."""
 
     JobID: int
     Status: str
     MinorStatus: str
     Queues: list[QueueVerdict]
+    Holds: list[JobHold] | None = Field(None, description="a Held job's holds (absent otherwise)")
     Summary: str
 
 
@@ -203,9 +269,20 @@ class MatchedJob(Answer):
     Executable: str
     Arguments: str
     Slots: int
-    Lease: int = Field(description="seconds the pilot has to report Running")
+    Lease: int = Field(description="seconds the pilot has to report Running, then to send its first heartbeat "
+                                   "(match_lease); the pilot stops the job when half of it passes without an "
+                                   "answer")
+    RunLease: int | None = Field(None, description="seconds a running job may go without a heartbeat before it is "
+                                                   "handed out again (heartbeat_timeout); the pilot stops its copy "
+                                                   "when half of it passes without an answered heartbeat")
     Limits: JobLimits
     Environment: dict[str, str]
+    JobToken: str = Field(description="the job token of this attempt (wmsj_...): the pilot gives it to the "
+                                      "payload as WMS_JOB_TOKEN, never to anyone else; it reads this job's "
+                                      "status and JDL and sets its application status while the attempt lasts")
+    StdOutput: str = Field("std.out", description="the file of the job's directory its stdout goes to (JDL "
+                                                 "StdOutput, DIRAC's convention)")
+    StdError: str = Field("std.err", description="the file of the job's directory its stderr goes to (JDL StdError)")
 
 
 class MatchResult(Answer):
@@ -227,6 +304,16 @@ class BatchMatchResult(Answer):
 class JobState(Answer):
     JobID: int
     Status: str
+
+
+class ApplicationStatusAnswer(Answer):
+    """setApplicationStatus: the job's minor status now."""
+
+    JobID: int
+    Status: str
+    MinorStatus: str = Field(description="'Application: <the line sent>'")
+    Recorded: bool = Field(description="whether the status history got an entry for it (not when the line is "
+                                       "the current one, nor past the entries kept per attempt)")
 
 
 class HeartbeatAnswer(Answer):
@@ -264,14 +351,19 @@ class Messages(Answer):
 
 class PilotView(Answer):
     PilotID: str
-    Queue: str = Field(description="Site/CE/Queue")
+    Queue: str = Field(description="Site/CE/Queue; empty for a pilot started by hand")
     VO: str
-    Backend: str
+    Backend: str = Field(description="the SiteDirector's backend, or `by hand`")
     BackendRef: str
     State: str
     JobsRun: int
     Submitted: str = Field(description=TIME)
     LastUpdate: str = Field(description=TIME)
+    Isolation: str = Field(description="bubblewrap, apptainer, none (payloads run without isolation), "
+                                       "or empty: the pilot has not said")
+    IsolationNote: str = Field(description="why, as the pilot said (one line)")
+    Warning: str = Field(description="for an active pilot without isolation: `runs payloads without isolation` "
+                                     "and the note; else empty")
 
 
 class PilotLog(Answer):
@@ -285,6 +377,8 @@ class RenewedToken(Answer):
     Expires: str | None = Field(description=TIME + "; null: no end")
     ExpiresIn: int | None = Field(description="seconds; null: no end")
     Lifetime: str
+    Slots: int | None = Field(description="the most slots the token holds at once; null: no declaration")
+    Isolation: str | None = Field(description="bubblewrap, apptainer or none, as last declared; null: not said")
 
 
 # ---------------------------------------------------------------- pools and task queues
@@ -372,6 +466,8 @@ class Reservation(Answer):
     mail_list: str
     hard_error: bool
     message: str
+    may_change: bool = Field(False, description="whether the caller may change (qralter) or delete (qrdel) it: "
+                                                "its owner, operators and managers")
 
 
 class ReservationChanged(Answer):

@@ -17,7 +17,10 @@ from wms.core.match.context import PilotRequest
 from wms.services import complexes as complexes_service
 from wms.services import diagnosis
 from wms.services import jobs as jobs_service
+from wms.services import leases
+from wms.core.states import JobStatus
 from wms.services import matcher
+from wms.services import rescheduling
 from wms.services import tokens as tokens_service
 from wms.services.access import MANAGER, OPERATOR, OUTPUT, PILOT, USER, matching_vo
 
@@ -35,7 +38,8 @@ Manager = Annotated[Identity, Depends(require(MANAGER))]
 
 def _pilot_request(body: JobRequest, runtime: RuntimeDep, caller: Identity) -> PilotRequest:
     """The body as the Matcher's request, validated, the caller's token bound to
-    ``pilot_id`` and the VO rule applied (a refused request binds nothing)."""
+    ``pilot_id``, the VO rule and the token's declared slots applied (a
+    refused request binds nothing)."""
     request = PilotRequest(
         site=body.site, ce=body.ce, queue=body.queue, host=body.host, pilot_id=body.pilot_id,
         pools=tuple(body.pools) if body.pools is not None else None, slots=body.slots, load=body.load,
@@ -44,7 +48,8 @@ def _pilot_request(body: JobRequest, runtime: RuntimeDep, caller: Identity) -> P
     matcher.validate_request(runtime, request)        # before binding: a refused request binds nothing
     caller = tokens_service.bind_pilot(runtime.engine, caller, body.pilot_id,
                                             runtime.caches.verified_tokens)
-    return dataclasses.replace(request, vo=matching_vo(caller))
+    return dataclasses.replace(request, vo=matching_vo(caller), owner=caller.user if body.owner_only else None,
+                               declared_slots=tokens_service.declared_slots(caller))
 
 
 @router.post("/matcher/request-job", **answers(r.MatchResult))
@@ -70,26 +75,29 @@ def request_jobs(body: JobsRequest, runtime: RuntimeDep, now: NowDep, caller: Pi
 
 @router.post("/jobs/{job_id}/pilot-status", **answers(r.JobState, 409))
 def pilot_status(job_id: IdPath, body: PilotStatus, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> JSONResponse:
-    return JSONResponse(matcher.pilot_status(runtime, caller, job_id, body.pilot_id, body.status, body.minor_status,
-                                             body.exit_code, now, attempt=body.attempt))
+    answer = leases.pilot_status(runtime, caller, job_id, body.pilot_id, body.status, body.minor_status,
+                                  body.exit_code, now, attempt=body.attempt, ended_ago=body.ended_ago)
+    if answer["Status"] == JobStatus.FAILED.value:
+        rescheduling.retry_failed(runtime, job_id, now)     # when its JDL asks (MaxRetries)
+    return JSONResponse(answer)
 
 
 @router.post("/jobs/{job_id}/heartbeat", **answers(r.HeartbeatAnswer, 409))
 def heartbeat(job_id: IdPath, body: Heartbeat, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> JSONResponse:
-    return JSONResponse(matcher.heartbeat(runtime, caller, job_id, body.pilot_id, now, attempt=body.attempt))
+    return JSONResponse(leases.heartbeat(runtime, caller, job_id, body.pilot_id, now, attempt=body.attempt))
 
 
 @router.post("/jobs/{job_id}/output", status_code=204,
              **answers(None, 409, status=204, description="stored"))
 def upload_output(job_id: IdPath, body: JobOutput, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> None:
-    matcher.store_output(runtime, caller, job_id, body.pilot_id, body.stdout, body.stderr, body.truncated, now,
+    leases.store_output(runtime, caller, job_id, body.pilot_id, body.stdout, body.stderr, body.truncated, now,
                          attempt=body.attempt)
 
 
 @router.get("/jobs/{job_id}/output", **answers(r.StoredOutput))
 def get_output(job_id: IdPath, runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
     jobs_service.visible_jobs(runtime, caller, [job_id], OUTPUT)
-    return matcher.job_output(runtime, job_id)
+    return leases.job_output(runtime, job_id)
 
 
 @router.get("/jobs/{job_id}/why", **answers(r.WhyReport))

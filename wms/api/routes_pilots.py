@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request, Response
+
+from wms.api import paging
 
 from wms.api.deps import NowDep, RuntimeDep, require
 from wms.api.openapi import answers
@@ -23,20 +25,28 @@ Pilot = Annotated[Identity, Depends(require(PILOT))]
 
 
 @router.get("/pilots", **answers(list[r.PilotView]))
-def list_pilots(runtime: RuntimeDep, caller: Admin) -> list[dict[str, Any]]:
-    """Every pilot, oldest first: PilotID, Queue (Site/CE/Queue), VO, Backend, State, JobsRun, Submitted, LastUpdate."""
-    return pilots_service.list_pilots(runtime)
+def list_pilots(request: Request, response: Response, runtime: RuntimeDep, now: NowDep, caller: Admin,
+                limit: paging.Limit = None, cursor: paging.Cursor = None) -> list[dict[str, Any]]:
+    """One page of the pilots: the SiteDirector's by pilot id, then those started by hand that
+    declared themselves, by pilot id: PilotID, Queue (Site/CE/Queue), VO, Backend, State, JobsRun,
+    Submitted, LastUpdate, Isolation, IsolationNote; X-Next-Cursor and Link say where the next
+    page is (docs/api.md, "Pages")."""
+    page = paging.page_of(runtime, "pilots", {}, cursor, limit, key=str)
+    return paging.answer_slice(request, response, "pilots", {}, pilots_service.list_pilots_page(runtime, now, page))
 
 
 @router.post("/pilots/token/renew", **answers(r.RenewedToken))
 def renew_token(body: TokenRenewal, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> dict[str, Any]:
-    """The calling pilot's token lives pilot_token_lifetime from now (never less than before):
-    TokenID, PilotID, Expires, ExpiresIn (seconds; null: no end), Lifetime."""
+    """The calling pilot's token lives pilot_token_lifetime from now (never less than before),
+    and holds what the pilot declares (``slots``: never more than before, else 403; ``isolation``):
+    TokenID, PilotID, Expires, ExpiresIn (seconds; null: no end), Lifetime, Slots, Isolation."""
     if body.pilot_id is not None:
         caller = tokens_service.bind_pilot(runtime.engine, caller, body.pilot_id,
                                             runtime.caches.verified_tokens)
     lifetime = tokens_service.default_lifetime(runtime.config.settings, PILOT)
-    return tokens_service.renew_pilot_token(runtime.engine, caller, now, lifetime)
+    declaration = tokens_service.Declaration(body.slots, body.isolation, body.isolation_note)
+    return tokens_service.renew_pilot_token(runtime.engine, caller, now, lifetime, declaration,
+                                            runtime.caches.verified_tokens)
 
 
 @router.get("/pilots/{pilot_id}/output", **answers(r.PilotLog))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request, Response
 
+from wms.api import paging
 from wms.api import responses as r
 from wms.api.deps import RuntimeDep, require
 from wms.api.openapi import answers
@@ -28,8 +29,13 @@ def submit_pools_for_queue(site: str, ce: str, queue: str, runtime: RuntimeDep, 
 
 
 @router.get("/pools", **answers(list[r.SubmitPool]))
-def list_pools(runtime: RuntimeDep, caller: Anyone) -> list[dict[str, Any]]:
-    return pools_service.list_pools(runtime, caller)
+def list_pools(request: Request, response: Response, runtime: RuntimeDep, caller: Anyone,
+               limit: paging.Limit = None, cursor: paging.Cursor = None) -> list[dict[str, Any]]:
+    """One page of the pools the caller sees, by id; X-Next-Cursor and Link (rel="next") say
+    where the next page is (docs/api.md, "Pages")."""
+    page = paging.page_of(runtime, "pools", {}, cursor, limit, key=str)
+    return paging.answer(request, response, "pools", {}, page, pools_service.list_pools(runtime, caller, page),
+                         "SubmitPool")
 
 
 @router.get("/pools/{pool_id}", **answers(r.SubmitPool))
@@ -38,5 +44,9 @@ def get_pool(pool_id: str, runtime: RuntimeDep, caller: Anyone) -> dict[str, Any
 
 
 @router.get("/task-queues", **answers(list[r.TaskQueue]))
-def list_task_queues(runtime: RuntimeDep, caller: People) -> list[dict[str, Any]]:
-    return tq_service.list_task_queues(runtime, caller)
+def list_task_queues(request: Request, response: Response, runtime: RuntimeDep, caller: People,
+                     limit: paging.Limit = None, cursor: paging.Cursor = None) -> list[dict[str, Any]]:
+    """One page of the task queues the caller sees, by id (docs/api.md, "Pages")."""
+    page = paging.page_of(runtime, "task-queues", {}, cursor, limit)
+    return paging.answer(request, response, "task-queues", {}, page,
+                         tq_service.list_task_queues(runtime, caller, page), "TaskQueue")

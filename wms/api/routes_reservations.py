@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from wms.api import paging
 
 from wms.api.deps import NowDep, RuntimeDep, require
 from wms.api.openapi import answers
 from wms.api import responses as r
-from wms.api.models import ArIdPath, ReservationChange, ReservationDelete, ReservationRequest
+from wms.api.models import ArIdPath, ReservationDelete, ReservationRequest
 from wms.core.identity import Identity
 from wms.services import accounting as accounting_service
 from wms.services import reservations as ar_service
@@ -27,10 +29,17 @@ def submit(body: ReservationRequest, runtime: RuntimeDep, now: NowDep, caller: C
 
 
 @router.get("/reservations", **answers(list[r.Reservation], 404))
-def show(runtime: RuntimeDep, caller: Caller, ar: Annotated[list[str] | None, Query()] = None,
-         user: Annotated[list[str] | None, Query()] = None) -> list[dict[str, Any]]:
-    """qrstat: the active reservations, or those named by id, name or name pattern."""
-    return ar_service.show(runtime, caller, ar or None, user or None)
+def show(request: Request, response: Response, runtime: RuntimeDep, caller: Caller,
+         ar: Annotated[list[str] | None, Query()] = None, user: Annotated[list[str] | None, Query()] = None,
+         limit: paging.Limit = None, cursor: paging.Cursor = None) -> list[dict[str, Any]]:
+    """qrstat: one page of the active reservations, by id, or every one named by id, name or name
+    pattern (``ar``); X-Next-Cursor and Link say where the next page is (docs/api.md, "Pages")."""
+    if ar:
+        return ar_service.show(runtime, caller, ar, user or None)
+    query = {"user": user or None}
+    page = paging.page_of(runtime, "reservations", query, cursor, limit)
+    return paging.answer_slice(request, response, "reservations", query,
+                               ar_service.show_page(runtime, caller, user or None, page))
 
 
 @router.post("/reservations/delete", **answers(r.Messages, 404))
@@ -40,18 +49,24 @@ def delete(body: ReservationDelete, runtime: RuntimeDep, now: NowDep, caller: Ca
 
 
 @router.patch("/reservations/{ar_id}", **answers(r.ReservationChanged, 409))
-def alter(ar_id: ArIdPath, body: ReservationChange, runtime: RuntimeDep, now: NowDep, caller: Caller) -> dict[str, Any]:
+def alter(ar_id: ArIdPath, body: ar_service.ReservationChange, runtime: RuntimeDep, now: NowDep, caller: Caller) -> dict[str, Any]:
     """qralter: name, access list, mail, end or duration."""
-    return ar_service.alter(runtime, caller, ar_id, ar_service.Changes(**body.model_dump()), now)
+    return ar_service.alter(runtime, caller, ar_id, body, now)
 
 
 @router.get("/accounting/reservations", **answers(list[r.ReservationAccount]))
-def reservation_accounting(runtime: RuntimeDep, now: NowDep, caller: Caller) -> list[dict[str, Any]]:
-    """Per reservation: slot-seconds reserved and used by its jobs."""
-    return accounting_service.reservations(runtime, caller, now)
+def reservation_accounting(request: Request, response: Response, runtime: RuntimeDep, now: NowDep, caller: Caller,
+                           limit: paging.Limit = None, cursor: paging.Cursor = None) -> list[dict[str, Any]]:
+    """One page of the reservations, by id: slot-seconds reserved and used by its jobs."""
+    page = paging.page_of(runtime, "accounting-reservations", {}, cursor, limit)
+    return paging.answer_slice(request, response, "accounting-reservations", {},
+                               accounting_service.reservations_page(runtime, caller, now, page))
 
 
 @router.get("/accounting/jobs", **answers(list[r.JobAccount]))
-def job_accounting(runtime: RuntimeDep, caller: Caller) -> list[dict[str, Any]]:
-    """Finished jobs, each with the reservation it ran in (if any)."""
-    return accounting_service.jobs(runtime, caller)
+def job_accounting(request: Request, response: Response, runtime: RuntimeDep, caller: Caller,
+                   limit: paging.Limit = None, cursor: paging.Cursor = None) -> list[dict[str, Any]]:
+    """One page of the finished jobs, newest first, each with the reservation it ran in (if any)."""
+    page = paging.page_of(runtime, "accounting-jobs", {}, cursor, limit)
+    return paging.answer(request, response, "accounting-jobs", {}, page,
+                         accounting_service.jobs(runtime, caller, page), "JobID")

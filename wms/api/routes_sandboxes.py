@@ -3,9 +3,10 @@
 Files travel as raw bodies (``application/octet-stream``), not JSON: the
 outer guard (api/guard.py) authenticates these requests and leaves their
 bodies to the route (:func:`streams_body`), which refuses a body over
-``sandboxes.file_bytes`` from its Content-Length before reading it, or as
-soon as the count passes the limit (chunked bodies), and checks the
-SHA-256 the caller announced (``X-Content-SHA256``, or the path).
+``sandboxes.file_bytes``, or one that would pass a sandbox quota, from its
+Content-Length before reading it, or as soon as the count passes the limit
+(chunked bodies), and checks the SHA-256 the caller announced
+(``X-Content-SHA256``, or the path).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from wms.api.openapi import BINARY, answers
 from wms.api.models import IdPath, Int32
 from wms.core.errors import InvalidInput, TooLarge
 from wms.core.identity import Identity
-from wms.core.sandboxes import CHUNK_BYTES
+from wms.core.sandboxes import CHUNK_BYTES, check_digest
 from wms.services import sandboxes as sandboxes_service
 from wms.services.access import MANAGER, OPERATOR, PILOT, USER
 
@@ -52,15 +53,22 @@ def streams_body(method: str, path: str) -> bool:
     return method == "PUT" and _STREAMED.fullmatch(path) is not None
 
 
+def declared_length(request: Request) -> int | None:
+    """The body's Content-Length (None: not given, a chunked body); 400 when it is not a number."""
+    length = request.headers.get("content-length")
+    if length is None:
+        return None
+    if not length.strip().isdigit():
+        raise InvalidInput("Content-Length is not a number")
+    return int(length)
+
+
 async def receive(request: Request, limit: int, what: str) -> sandboxes_service.Received:
     """The body, counted and hashed while it is read; TooLarge past ``limit`` bytes."""
     too_large = TooLarge(f"{what}: more than {limit} bytes (sandboxes.file_bytes)")
-    length = request.headers.get("content-length")
-    if length is not None:
-        if not length.strip().isdigit():
-            raise InvalidInput("Content-Length is not a number")
-        if int(length) > limit:
-            raise too_large
+    length = declared_length(request)
+    if length is not None and length > limit:
+        raise too_large
     digest = hashlib.sha256()
     size = 0
     spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL)
@@ -79,15 +87,24 @@ async def receive(request: Request, limit: int, what: str) -> sandboxes_service.
 
 
 @router.get("/sandboxes/limits", **answers(r.SandboxLimits))
-def limits(runtime: RuntimeDep, caller: Reader) -> dict[str, Any]:
-    """The size limits `wms submit` checks before it uploads anything."""
-    return sandboxes_service.limits_view(runtime)
+def limits(runtime: RuntimeDep, caller: Reader,
+           sha256: Annotated[list[str] | None, Query(description="contents to leave out of user_held and "
+                                                                 "total_held: the files about to be sent")] = None,
+           ) -> dict[str, Any]:
+    """The size limits and quotas `wms submit` checks before it uploads anything, with what the
+    caller's sandboxes and all sandboxes hold now."""
+    return sandboxes_service.limits_view(runtime, caller, sha256 or ())
 
 
 @router.put("/sandboxes/{sha256}", status_code=201, openapi_extra=RAW_BODY, **answers(r.UploadedFile, status=201))
 async def upload(sha256: str, request: Request, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     """Upload one input file (raw body), named by its SHA-256, for the caller's next submissions."""
     limit = runtime.config.settings.sandboxes.file_bytes
+    length = declared_length(request)
+    if length is not None and length <= limit:
+        # A body that would pass a quota is refused before a byte of it is read.
+        check_digest(sha256)
+        await run_in_threadpool(sandboxes_service.check_quotas, runtime, caller, sha256, length)
     received = await receive(request, limit, "sandbox file")
     with received.content:
         return await run_in_threadpool(sandboxes_service.upload, runtime, caller, sha256, received, now)

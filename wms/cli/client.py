@@ -31,6 +31,8 @@ from wms.core.limits import decode_utf8
 from wms.token_file import token_file, write_token_file  # noqa: F401  (the CLI's token file)
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+#: The header of a paged list's answer naming the next page's cursor (wms/api/paging.py).
+NEXT_HEADER = "X-Next-Cursor"
 API = "/api/v1"
 
 #: Times a busy answer is asked again, the longest wait and the most waited in all (seconds).
@@ -60,15 +62,26 @@ def read_stdin() -> str:
     return decode_utf8(sys.stdin.buffer.read(), "<stdin>")
 
 
-def find_token() -> str:
+def find_token(server: str | None = None) -> str:
+    """The token to send to ``server``: WMS_TOKEN, else the access token of `wms login`
+    at that server (renewed when it runs out), else ~/.config/wms/token."""
+    from wms.cli import login      # here: login imports this module's neighbours
+
     token = os.environ.get("WMS_TOKEN", "").strip()
     if token:
         return token
+    try:
+        signed_in = login.access_token(server)
+    except login.LoginError as exc:
+        raise ClientError(str(exc)) from None
+    if signed_in is not None:
+        return signed_in
     path = token_file()
     try:
         return path.read_text().strip()
     except FileNotFoundError:
-        raise ClientError(f"no token: set WMS_TOKEN or write one to {path} (wms admin token create)") from None
+        raise ClientError(f"no token: run wms login, set WMS_TOKEN or write one to {path} "
+                          "(wms admin token create)") from None
 
 
 def server_root(url: str) -> str:
@@ -93,7 +106,7 @@ class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 60.0,
                  sleep: Callable[[float], Any] = time.sleep) -> None:
         self.url = server_root(url or os.environ.get("WMS_URL") or DEFAULT_URL)
-        self.token = token if token is not None else find_token()
+        self.token = token if token is not None else find_token(self.url)
         self.http = httpx.Client(
             base_url=self.url + API, headers={"Authorization": f"Bearer {self.token}"}, timeout=timeout
         )
@@ -141,6 +154,33 @@ class Client:
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def pages(self, path: str, *, limit: int | None = None, **params: Any) -> Iterator[list[Any]]:
+        """The rows of a paged list, one page at a time, following each answer's
+        ``X-Next-Cursor`` (docs/api.md, "Pages"); at most ``limit`` rows in all."""
+        query = {k: v for k, v in params.items() if v is not None}
+        left = limit
+        while True:
+            if left is not None:
+                query["limit"] = left
+            response = self._send("GET", path, params=query)
+            if not response.is_success:
+                self._fail(response)
+            rows = response.json()
+            if left is not None:
+                rows = rows[:left]
+                left -= len(rows)
+            yield rows
+            # Only a missing cursor ends the list: a page may be short, or empty, where the
+            # caller sees only some of the rows the server read for it.
+            cursor = response.headers.get(NEXT_HEADER)
+            if not cursor or left == 0:
+                return
+            query["cursor"] = cursor
+
+    def every(self, path: str, **params: Any) -> list[Any]:
+        """Every row of a paged list, all pages read (for output that needs the whole list at once)."""
+        return [row for rows in self.pages(path, **params) for row in rows]
 
     def post(self, path: str, body: Any) -> Any:
         return self.request("POST", path, json=body)

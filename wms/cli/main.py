@@ -8,14 +8,15 @@ configuration and database) and are run where the server runs.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import quote
 
 from wms.cli import output
 from wms.cli.client import Client, ClientError, read_stdin, read_text_file
-from wms.cli.program import add_version, run_program
+from wms.cli.program import UsageError, add_version, run_program
 from wms.cli.sandboxes import LocalFileError, fetch_outputs, send_inputs
 
 JOB_COLUMNS = ["JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", "Queue", "SubmitPool", "TaskQueue",
@@ -23,10 +24,6 @@ JOB_COLUMNS = ["JobID", "Status", "MinorStatus", "Owner", "OwnerGroup", "Site", 
 
 
 EXIT_NO_MATCH = 3     # request-job (INTERFACE.md) and match-queues: nothing matched
-
-
-class UsageError(Exception):
-    """Bad command-line usage: exit status 2."""
 
 
 # --------------------------------------------------------------- parsing helpers
@@ -88,19 +85,15 @@ def queue_request(values: Sequence[str]) -> str:
     return "|".join(names)
 
 
-def cmd_submit(args: argparse.Namespace) -> int:
-    jdls = [(f, *read_jdl(f)) for f in args.files]
-    client = Client()
-    try:
-        sandboxes = send_inputs(client, jdls)      # checked whole, then uploaded, before the submission
-    except LocalFileError as exc:
-        raise UsageError(str(exc)) from None
-    body: dict[str, Any] = {"jdls": [{"source": source, "text": text, **({"input_sandbox": sb} if sb else {})}
-                                     for (_, source, text), sb in zip(jdls, sandboxes)]}
+def submit_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The submission's options in the request body: -l (-hard/-soft), -q, -pe, -ar, -P, -N
+    (`wms submit` and qsub)."""
+    body: dict[str, Any] = {}
+    hard = dict(args.hard_requests or {})
     if args.queues:
-        args.hard_requests = {**(args.hard_requests or {}), "qname": queue_request(args.queues)}
-    if args.hard_requests:
-        body["resource_requests"] = args.hard_requests
+        hard["qname"] = queue_request(args.queues)
+    if hard:
+        body["resource_requests"] = hard
     if args.soft_requests:
         body["soft_resource_requests"] = args.soft_requests
     if args.pe:
@@ -111,6 +104,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
     for key, value in (("reservation", args.ar), ("project", args.project), ("job_name", args.name)):
         if value is not None:
             body[key] = value
+    return body
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    jdls = [(f, *read_jdl(f)) for f in args.files]
+    client = Client()
+    try:
+        sandboxes = send_inputs(client, jdls)      # checked whole, then uploaded, before the submission
+    except LocalFileError as exc:
+        raise UsageError(str(exc)) from None
+    body: dict[str, Any] = {"jdls": [{"source": source, "text": text, **({"input_sandbox": sb} if sb else {})}
+                                     for (_, source, text), sb in zip(jdls, sandboxes)], **submit_options(args)}
     if args.strict:
         body["strict"] = True
     result = client.post("/jobs", body)
@@ -131,8 +136,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    rows = Client().get("/jobs", status=args.status, owner=args.owner, limit=args.limit)
-    return show(args, rows, JOB_COLUMNS)
+    # The server answers a page at a time; each is printed as it comes (docs/api.md, "Pages").
+    pages = Client().pages("/jobs", limit=args.limit, status=args.status, owner=args.owner)
+    return show_pages(args, pages, JOB_COLUMNS)
 
 
 def cmd_kill(args: argparse.Namespace) -> int:
@@ -140,8 +146,9 @@ def cmd_kill(args: argparse.Namespace) -> int:
     if args.json:
         output.as_json(result)
         return 0
+    stopping = set(result.get("stopping", []))
     for job_id in result["killed"]:
-        print(f"{job_id} killed")
+        print(f"{job_id} killed" + ("; its pilot stops the payload at its next heartbeat" if job_id in stopping else ""))
     for job_id, reason in result["not_killed"].items():
         print(f"{job_id} not killed: {reason}")
     return 0
@@ -176,15 +183,18 @@ def cmd_pools(args: argparse.Namespace) -> int:
             for pool in pools:
                 print(pool)
         return 0
-    rows = client.get("/pools")
+    # The server answers a page at a time; each is printed as it comes (docs/api.md, "Pages").
+    pages = client.pages("/pools")
     if args.json:
         # INTERFACE.md: `wms pools --json` is the list of pool ids; --details gives each pool whole.
-        output.as_json(rows if args.details else [row["SubmitPool"] for row in rows])
+        output.json_pages(pages if args.details else ([row["SubmitPool"] for row in rows] for rows in pages))
         return 0
-    for row in rows:
-        row["Requirements"] = output.cell(row["Requirements"])
-        row["Jobs"] = output.cell(row.get("Jobs") or {})
-    output.table(rows, ["SubmitPool", "VO", "QueueCount", "Jobs", "LastUpdate", "Requirements"])
+
+    def cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**row, "Requirements": output.cell(row["Requirements"]), "Jobs": output.cell(row.get("Jobs") or {})}
+                for row in rows]
+
+    output.table_pages(map(cells, pages), ["SubmitPool", "VO", "QueueCount", "Jobs", "LastUpdate", "Requirements"])
     return 0
 
 
@@ -213,17 +223,18 @@ def cmd_match_queues(args: argparse.Namespace) -> int:
 
 
 def cmd_task_queues(args: argparse.Namespace) -> int:
-    rows = Client().get("/task-queues")
+    pages = Client().pages("/task-queues")
     if args.json:
-        output.as_json(rows)
+        output.json_pages(pages)
         return 0
-    for row in rows:
-        d = row["Definition"]
-        row["Sites"] = output.cell(d.get("sites")) or "ANY"
-        row["Platforms"] = output.cell(d.get("platforms"))
-        row["Tags"] = output.cell(d.get("tags"))
-    output.table(
-        rows,
+
+    def cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**row, "Sites": output.cell(row["Definition"].get("sites")) or "ANY",
+                 "Platforms": output.cell(row["Definition"].get("platforms")),
+                 "Tags": output.cell(row["Definition"].get("tags"))} for row in rows]
+
+    output.table_pages(
+        map(cells, pages),
         ["TaskQueue", "Owner", "OwnerGroup", "SubmitPool", "CPUTime", "Priority", "WaitingJobs", "Sites", "Platforms", "Tags"],
     )
     return 0
@@ -284,6 +295,8 @@ def cmd_why(args: argparse.Namespace) -> int:
         output.as_json(result)
         return 0
     print(f"job {job_id}: {result['Status']} ({result['MinorStatus']})")
+    if result.get("Holds"):
+        output.table(result["Holds"], ["Type", "Holder", "Reason", "Time"])
     if result["Queues"]:
         output.table(result["Queues"], ["Queue", "Layer", "Reason"])
     print(result["Summary"])
@@ -298,8 +311,35 @@ def cmd_pilots(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(answer["Output"])
         return 0
-    rows = Client().get("/pilots")
-    return show(args, rows, ["PilotID", "Queue", "VO", "Backend", "State", "JobsRun", "Submitted", "LastUpdate"])
+    pages = Client().pages("/pilots")
+    if args.json:
+        output.json_pages(pages)
+        return 0
+    warned: list[dict[str, Any]] = []  # for the footer: the only rows kept past their page
+
+    def cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        warned.extend(row for row in rows if row.get("Warning"))
+        return [{**row, "Isolation": isolation_cell(row)} for row in rows]
+
+    output.table_pages(map(cells, pages),
+                       ["PilotID", "Queue", "VO", "Backend", "State", "Isolation", "JobsRun", "Submitted", "LastUpdate"])
+    print_unisolated(warned)
+    return 0
+
+
+def isolation_cell(pilot: dict[str, Any]) -> str:
+    """The Isolation column: marked (!) when the server warns of it, "-" when the pilot has not said."""
+    cell = pilot.get("Isolation") or "-"
+    return f"{cell} (!)" if pilot.get("Warning") else cell
+
+
+def print_unisolated(pilots: list[dict[str, Any]]) -> None:
+    """The footer naming the pilots the server warns of (active, without isolation), each with its note."""
+    warned = [p for p in pilots if p.get("Warning")]
+    if warned:
+        named = ", ".join(p["PilotID"] + (f" ({p['IsolationNote']})" if p.get("IsolationNote") else "")
+                          for p in warned)
+        print(f"(!) {len(warned)} pilot(s) run payloads without isolation: {named}")
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
@@ -315,11 +355,11 @@ def cmd_queues(args: argparse.Namespace) -> int:
 
 def cmd_accounting(args: argparse.Namespace) -> int:
     if args.reservations:
-        rows = Client().get("/accounting/reservations")
-        return show(args, rows, ["ar_id", "name", "owner", "account", "state", "slots", "reserved_slot_seconds",
+        pages = Client().pages("/accounting/reservations")
+        return show_pages(args, pages, ["ar_id", "name", "owner", "account", "state", "slots", "reserved_slot_seconds",
                                  "used_slot_seconds", "jobs"])
-    rows = Client().get("/accounting/jobs")
-    return show(args, rows, ["JobID", "Owner", "Status", "Queue", "Host", "Slots", "Start", "End", "WallClock",
+    pages = Client().pages("/accounting/jobs")
+    return show_pages(args, pages, ["JobID", "Owner", "Status", "Queue", "Host", "Slots", "Start", "End", "WallClock",
                              "ExitCode", "AR"])
 
 
@@ -331,6 +371,15 @@ def show(args: argparse.Namespace, rows: list[dict[str, Any]], columns: list[str
     return 0
 
 
+def show_pages(args: argparse.Namespace, pages: Iterator[list[dict[str, Any]]], columns: list[str]) -> int:
+    """``show`` for a paged list: printed page by page, never held whole."""
+    if args.json:
+        output.json_pages(pages)
+    else:
+        output.table_pages(pages, columns)
+    return 0
+
+
 # --------------------------------------------------------------- server-side commands
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     from wms.config import config_dir_from_env, load_config
@@ -339,9 +388,30 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
     config = load_config(config_dir_from_env(args.config_dir))
     args.database_url = config.settings.database_url    # named by an error's one line
-    upgrade(make_engine(config.settings.database_url))
-    print(f"database at {safe_url(config.settings.database_url)} is up to date")
+    done = upgrade(make_engine(config.settings.database_url))
+    print(f"database at {safe_url(config.settings.database_url)}: {done.describe()}")
     return 0
+
+
+def cmd_db_current(args: argparse.Namespace) -> int:
+    from wms.config import config_dir_from_env, load_config
+    from wms.db.engine import make_engine
+    from wms.db.migrate import standing
+
+    config = load_config(config_dir_from_env(args.config_dir))
+    args.database_url = config.settings.database_url    # named by an error's one line
+    engine = make_engine(config.settings.database_url)
+    try:
+        where = standing(engine)
+    finally:
+        engine.dispose()
+    if args.json:
+        output.as_json({"database": safe_url(config.settings.database_url), "revision": where.current,
+                        "newest": where.head, "state": where.state, "pending": list(where.behind)})
+    else:
+        print(f"database at {safe_url(config.settings.database_url)} {where.describe()}")
+    # 0 when nothing is to do: scripts may run `wms db current || wms db upgrade`.
+    return 0 if where.state in ("current", "newer") else 1
 
 
 def _token_engine(args: argparse.Namespace):
@@ -368,6 +438,23 @@ def token_lifetime(args: argparse.Namespace, settings: Any):
     return default_lifetime(settings, args.role)
 
 
+def cmd_login(args: argparse.Namespace) -> int:
+    from wms.cli import login
+    from wms.cli.client import DEFAULT_URL, server_root
+
+    try:
+        return login.main_login(server_root(os.environ.get("WMS_URL") or DEFAULT_URL), args.vo, args.issuer)
+    except login.LoginError as exc:
+        raise ClientError(str(exc)) from None
+
+
+def cmd_logout(args: argparse.Namespace) -> int:
+    from wms.cli import login
+
+    print("signed out" if login.logout() else "not signed in")
+    return 0
+
+
 def cmd_token_create(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
@@ -384,7 +471,8 @@ def cmd_token_create(args: argparse.Namespace) -> int:
     return 0
 
 
-TOKEN_COLUMNS = ["ID", "User", "Group", "VO", "Role", "Pilot", "State", "Expires", "Created", "Description"]
+TOKEN_COLUMNS = ["ID", "User", "Group", "VO", "Role", "Pilot", "Slots", "Isolation", "State", "Expires", "Created",
+                 "Description"]
 
 
 def cmd_token_list(args: argparse.Namespace) -> int:
@@ -407,6 +495,41 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
         output.as_json(view)
     else:
         print(f"token {view['ID']} ({view['User']}, {view['Role']}) revoked")
+    return 0
+
+
+def cmd_job_token_key_rotate(args: argparse.Namespace) -> int:
+    import getpass
+    from datetime import datetime, timezone
+
+    from wms.services.job_tokens import KEY_SYNC_INTERVAL, rotate_key
+
+    _, engine = _token_engine(args)
+    version = rotate_key(engine, getpass.getuser(), datetime.now(timezone.utc))
+    if args.json:
+        output.as_json({"Version": version})
+    else:
+        print(f"job token key rotated (version {version}): every job token handed out before it is refused "
+              f"by every server within {KEY_SYNC_INTERVAL:g} s")
+    return 0
+
+
+def cmd_pools_refresh(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from wms.services.pools import refresh_submit_pools
+    from wms.services.runtime import Runtime
+
+    config, engine = _token_engine(args)
+    try:
+        report = refresh_submit_pools(Runtime.create(config, engine), datetime.now(timezone.utc))
+    finally:
+        engine.dispose()
+    if args.json:
+        output.as_json(report)
+    else:
+        print(f"SubmitPool map refreshed from {config.directory}: {report['pools']} pools, "
+              f"{report['task_queues']} task queues, {report['jobs_changed']} waiting jobs changed their status")
     return 0
 
 
@@ -479,7 +602,10 @@ def safe_url(url: str) -> str:
 
 # --------------------------------------------------------------- the parser
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wms", description="Workload management: submit and follow jobs.")
+    parser = argparse.ArgumentParser(
+        prog="wms", description="Workload management: submit and follow jobs.",
+        epilog="Lists print as aligned tables (on a terminal a cell is cut at 60 characters, ending in …; "
+               "piped, whole) or, with --json, as JSON.")
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -497,6 +623,11 @@ def build_parser() -> argparse.ArgumentParser:
                        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                        help="DEBUG, INFO (default), WARNING or ERROR (WMS_LOG_LEVEL); WMS_LOG_FORMAT=json for JSON lines")
 
+    p = command("login", cmd_login, "sign in with your VO's identity provider (OAuth 2.0 device flow): prints "
+                "a URL and a code to enter there, then keeps the tokens for every later command", json=False)
+    p.add_argument("--vo", default=None, help="the VO whose identity provider to use (when the server offers several)")
+    p.add_argument("--issuer", default=None, help="the identity provider's issuer URL (when the server offers several)")
+    command("logout", cmd_logout, "forget the tokens of wms login", json=False)
     p = command("up", cmd_up, "run the whole system in one process (API, agents, local pilots; SQLite by default)", json=False)
     server_options(p)
     p = command("server", cmd_server, "run the HTTP API (stateless; run several behind a balancer)", json=False)
@@ -513,6 +644,10 @@ def build_parser() -> argparse.ArgumentParser:
     up = db_sub.add_parser("upgrade", help="create or migrate the schema")
     up.add_argument("--config", dest="config_dir", default=None)
     up.set_defaults(func=cmd_db_upgrade)
+    current = db_sub.add_parser("current", help="say which revision the schema is at and what an upgrade would apply")
+    current.add_argument("--config", dest="config_dir", default=None)
+    current.add_argument("--json", action="store_true", help="machine-readable output")
+    current.set_defaults(func=cmd_db_current)
 
     p = command("admin", lambda a: 2, "administration on the server's database", json=False)
     admin_sub = p.add_subparsers(dest="admin_command", required=True, metavar="SUBCOMMAND")
@@ -539,6 +674,21 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("--config", dest="config_dir", default=None)
     revoke.set_defaults(func=cmd_token_revoke)
 
+    key = admin_sub.add_parser("job-token-key", help="the key job tokens are signed with").add_subparsers(
+        dest="key_command", required=True)
+    rotate = key.add_parser("rotate", help="replace the key: every job token handed out so far stops working")
+    rotate.add_argument("--json", action="store_true", help="print one JSON document")
+    rotate.add_argument("--config", dest="config_dir", default=None)
+    rotate.set_defaults(func=cmd_job_token_key_rotate)
+
+    pools = admin_sub.add_parser("pools", help="the SubmitPool-to-queue map").add_subparsers(
+        dest="pools_command", required=True)
+    refresh = pools.add_parser("refresh", help="recompute every pool's queues from this configuration now "
+                                               "(as the submit_pool_refresher agent does on its period)")
+    refresh.add_argument("--json", action="store_true", help="print one JSON document")
+    refresh.add_argument("--config", dest="config_dir", default=None)
+    refresh.set_defaults(func=cmd_pools_refresh)
+
     p = command("submit", cmd_submit, "submit jobs; prints one job ID per line")
     p.add_argument("files", nargs="+", metavar="FILE.jdl", help="JDL files ('-' reads standard input)")
     p.add_argument("-l", metavar="r=v,..", action=RequestAction, help="resource requests (hard unless after -soft)")
@@ -560,9 +710,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("jobs", cmd_jobs, "list jobs (users see their own)")
     p.add_argument("--status")
     p.add_argument("--owner")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--limit", type=int, metavar="N",
+                   help="at most N jobs (default: every one; the server sends them a page at a time)")
     p = command("kill", cmd_kill, "kill jobs")
     p.add_argument("ids", nargs="+", metavar="ID")
+    from wms.cli import controls    # here: it imports this module
+    controls.add_commands(command)
     p = command("logging-info", cmd_logging_info, "the state history of a job")
     p.add_argument("id", metavar="ID")
     p = command("jdl", cmd_jdl, "the JDL of a job as the optimizers left it")
@@ -582,9 +735,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", metavar="ID")
     p = command("output", cmd_output, "the job's stdout and stderr; with --dir, its output sandbox too")
     p.add_argument("id", metavar="ID")
-    p.add_argument("--dir", metavar="D", help="write the OutputSandbox files, std.out and std.err into D "
-                                              "(created if need be)")
-    p = command("pilots", cmd_pilots, "the pilots the SiteDirector submitted, their state and jobs run")
+    p.add_argument("--dir", metavar="D", help="write the OutputSandbox files and the job's stdout and stderr "
+                                              "(as its StdOutput/StdError name them, else std.out and std.err) "
+                                              "into D (created if need be)")
+    p = command("pilots", cmd_pilots, "the pilots the SiteDirector submitted (and those started by hand "
+                "that declared themselves), their state, isolation and jobs run; warns of pilots without isolation")
     p.add_argument("--output", metavar="PILOT_ID", help="what that pilot printed (its stdout and stderr)")
     command("queues", cmd_queues, "resv/used/tot slots and consumables per queue, host and global (qstat -f)")
     p = command("accounting", cmd_accounting, "finished jobs with their advance reservation; --reservations: "
@@ -625,6 +780,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--quotas", type=int, default=0, metavar="N",
                    help="also run with N enabled resource quota sets of 10 rules each and compare")
+    b.add_argument("--declared-slots", type=int, default=None, metavar="N", dest="declared_slots",
+                   help="each thread one pilot whose token declared N slots: every claim also debits the "
+                        "pilot's own row (N far above what a run hands out measures the cost of the cap)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
     b = bench_sub.add_parser("http", help="matches per second and latency of pilots over HTTP against wms server")

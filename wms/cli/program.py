@@ -19,6 +19,11 @@ EXIT_INTERRUPTED = 130      # 128 + SIGINT, as a shell reports it
 EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE: what a C tool killed by the signal reports
 
 
+class UsageError(Exception):
+    """Bad command-line usage: exit status 2. Defined here, not in wms.cli.main, so
+    that `python -m wms.cli.main` and the modules it loads share the one class."""
+
+
 def version_text(prog: str) -> str:
     return f"{prog} (wms) {__version__}"
 

@@ -19,7 +19,7 @@ import shlex
 import sys
 from pathlib import Path
 from typing import Any, Sequence
-from xml.sax.saxutils import escape, quoteattr
+from xml.etree import ElementTree
 
 from wms.cli.client import Client, ClientError, read_text_file
 from wms.cli.program import add_version, run_program
@@ -28,6 +28,8 @@ from wms.core.errors import InvalidInput
 SCHEMA = Path(__file__).with_name("qquota.xsd")
 FILTER_ELEMENTS = ("user", "xuser", "project", "xproject", "pe", "xpe", "queue", "xqueue", "host", "xhost")
 HEADER = ("resource quota rule", "limit", "filter")
+NOTHING_IN_USE = ("qquota: no rule of an enabled set counts anything of yours (or of the -u users) now; a rule "
+                  "is listed once a matched or running job uses what it limits (qconf -srqs shows the limits)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,18 +90,19 @@ def xml_report(rows: list[dict[str, Any]]) -> str:
         if not grouped or grouped[-1][0] != key:
             grouped.append((key, row["filters"], []))
         grouped[-1][2].append(row)
-    out = ['<?xml version="1.0" encoding="UTF-8"?>',
-           '<qquota_result xmlns:xsd="http://www.w3.org/2001/XMLSchema">']
+    root = ElementTree.Element("qquota_result", {"xmlns:xsd": "http://www.w3.org/2001/XMLSchema"})
     for (rule, _), filters, limits in grouped:
-        out.append(f"  <qquota_rule name={quoteattr(rule)}>")
+        node = ElementTree.SubElement(root, "qquota_rule", {"name": rule})
         for element in FILTER_ELEMENTS:
-            out += [f"    <{element}>{escape(value)}</{element}>" for value in filters.get(element, [])]
+            for value in filters.get(element, []):
+                ElementTree.SubElement(node, element).text = value
         for row in limits:
-            value = f" value={quoteattr(row['used'])}" if row["used"] is not None else ""
-            out.append(f"    <limit resource={quoteattr(row['resource'])} limit={quoteattr(row['limit_value'])}{value}/>")
-        out.append("  </qquota_rule>")
-    out.append("</qquota_result>")
-    return "\n".join(out) + "\n"
+            limit = {"resource": row["resource"], "limit": row["limit_value"]}
+            if row["used"] is not None:
+                limit["value"] = row["used"]
+            ElementTree.SubElement(node, "limit", limit)
+    ElementTree.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,6 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The server's refusals are Grid Engine's own messages; anything else says who failed.
         print(exc if exc.status in (400, 404) else f"qquota: {exc}", file=sys.stderr)
         return 1
+    if not rows and not args.xml:
+        # As Grid Engine's qquota: a rule is listed only once something counts
+        # against it. Say so, on stderr (the table on stdout stays the spec's),
+        # so that an empty table after `qconf -mattr ... enabled true` is not
+        # taken for a set that did not take.
+        print(NOTHING_IN_USE, file=sys.stderr)
     return run_program(lambda: print(xml_report(rows) if args.xml else text_report(rows), end="") or 0)
 
 

@@ -321,7 +321,10 @@ def qrstat(argv: Sequence[str] | None = None) -> int:
                 rows.extend(r for r in found if r["ar_id"] not in {seen["ar_id"] for seen in rows})
             print(to_xml(rows, True, args.explain, unknown))
             return 1 if unknown else 0
-        rows = Client().get("/reservations", ar=selectors or None, user=users or None)
+        if selectors:
+            rows = Client().get("/reservations", ar=selectors, user=users or None)
+        else:
+            rows = Client().every("/reservations", user=users or None)
         if args.xml:
             print(to_xml(rows, False, args.explain))
             return 0

@@ -18,9 +18,10 @@ from typing import Any
 
 from wms.cli.client import Client, ClientError
 from wms.core import jdl
-from wms.core.errors import WmsError
+from wms.core.errors import TooLarge, WmsError
 from wms.core.sandboxes import (
-    SandboxFile, SandboxLimits, check_file_size, check_job_size, check_name, input_names, is_pattern,
+    MAX_LEFT_OUT, SandboxFile, SandboxLimits, check_file_size, check_job_size, check_name, check_quota, input_names,
+    is_pattern,
 )
 
 _PIECE = 1 << 16
@@ -88,14 +89,35 @@ def send_inputs(client: Client, jdls: Sequence[tuple[str, str, str]]) -> list[di
         digests[p] = sha256_of(p)
         if p.stat().st_size != sizes[p]:
             raise LocalFileError(f"InputSandbox file {p} changed while it was read")
+    if view.get("user_bytes") or view.get("total_bytes"):
+        check_quotas(client, {digest: sizes[p] for p, digest in digests.items()})
     for p, digest in digests.items():
         with p.open("rb") as handle:
             client.put_file(f"/sandboxes/{digest}", handle)
     return [{entry: digests[p] for entry, p in entries.items()} for entries in wanted]
 
 
+def check_quotas(client: Client, contents: dict[str, int]) -> None:
+    """Refuse, before anything is uploaded, the files (digest -> size) that would take the
+    caller's sandboxes or all sandboxes past their quota (GET /sandboxes/limits), as the server
+    counts them: each content once, one it already holds adding nothing. More contents than
+    the server leaves out of its figures at once are all counted as new."""
+    digests = sorted(contents)
+    left_out = digests if len(digests) <= MAX_LEFT_OUT else []
+    view = client.get("/sandboxes/limits", sha256=left_out or None)
+    adding = sum(contents.values())
+    what = f"this submission ({len(contents)} InputSandbox file{'s' if len(contents) != 1 else ''})"
+    try:
+        check_quota("your sandboxes", int(view["user_held"]), adding, int(view["user_bytes"]), "user_bytes", what)
+        check_quota("all sandboxes together", int(view["total_held"]), adding, int(view["total_bytes"]),
+                    "total_bytes", what)
+    except TooLarge as exc:
+        raise TooLarge(f"{exc}; nothing was uploaded") from None
+
+
 def fetch_outputs(client: Client, job_id: int, directory: Path) -> tuple[list[Path], list[str]]:
-    """The job's output sandbox (and its stdout/stderr as std.out/std.err) into ``directory``;
+    """The job's output sandbox (and its stdout/stderr under the names its StdOutput/StdError
+    gave them, std.out/std.err by default) into ``directory``;
     (the files written, the OutputSandbox names the job did not write)."""
     manifest = client.get(f"/jobs/{job_id}/sandbox")
     files = manifest.get("OutputFiles") or []
@@ -125,7 +147,14 @@ def fetch_outputs(client: Client, job_id: int, directory: Path) -> tuple[list[Pa
         written.append(target)
     names = {entry["name"] for entry in files}
     if output is not None:
-        for name, text in (("std.out", output["stdout"]), ("std.err", output["stderr"])):
+        # Under the names the JDL's StdOutput/StdError gave the streams; an OutputSandbox that
+        # names them already brought the files themselves.
+        streams: dict[str, str] = {}
+        for key, default, text in (("StdOutput", "std.out", output["stdout"]),
+                                   ("StdError", "std.err", output["stderr"])):
+            name = check_name(str(manifest.get(key) or default), f"job {job_id}: {key}")
+            streams[name] = streams.get(name, "") + text
+        for name, text in streams.items():
             if name not in names:
                 (directory / name).write_text(text)
                 written.append(directory / name)

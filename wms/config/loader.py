@@ -8,13 +8,18 @@ returns a frozen :class:`Config`. Any problem raises ConfigError whose
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_settings import EnvSettingsSource
+from pydantic_settings.exceptions import SettingsError
 
 from wms.config.models import (
     ClusterConfig,
@@ -37,7 +42,11 @@ OPERATIONS_FILE = "operations.yaml"
 CONFIG_FILES = (WMS_FILE, RESOURCES_FILE, CLUSTER_FILE, OPERATIONS_FILE)
 
 ENV_CONFIG = "WMS_CONFIG"
-ENV_OVERRIDES = {"WMS_DATABASE_URL": "database_url", "WMS_BROKER_URL": "broker_url"}
+# Every wms.yaml key may be given in the environment as WMS_<KEY>, a nested
+# one as WMS_<KEY>__<SUBKEY> (WMS_LIMITS__EVALUATION_MS), a list or mapping
+# as JSON; the environment wins over wms.yaml, as container deployments expect.
+ENV_PREFIX = "WMS_"
+ENV_NESTING = "__"
 DEFAULT_CONFIG_DIR = "config"
 
 
@@ -65,6 +74,14 @@ class Config:
         (CPUTime number, Tags list, ...) overridden by operations.yaml
         JobDescription.Parameters."""
         return merged_parameter_types(self.operations.JobDescription.Parameters)
+
+    @cached_property
+    def pool_map_fingerprint(self) -> str:
+        """A digest of what the SubmitPool-to-queue map is computed from (the
+        Sites of resources.yaml and the parameter types): two processes with
+        equal digests compute the same map."""
+        text = json.dumps({"sites": self.resources, "types": self.parameter_types}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def make_resources(self, vo: str | None = None) -> Resources:
         """The Resources helper over this configuration, as seen by ``vo``."""
@@ -186,6 +203,45 @@ def _read(directory: Path, name: str) -> tuple[dict[str, Any], dict[KeyPath, int
     return data, lines, report
 
 
+# -- the environment -----------------------------------------------------------------
+def environment_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The wms.yaml keys ``env`` gives (WMS_<KEY>, WMS_<KEY>__<SUBKEY>), as nested
+    mappings, read by pydantic-settings' environment source; an empty variable gives nothing."""
+    source = EnvSettingsSource(Settings, case_sensitive=False, env_prefix=ENV_PREFIX,
+                               env_nested_delimiter=ENV_NESTING)
+    source.env_vars = {name.lower(): value for name, value in env.items() if value}
+    try:
+        return source()
+    except SettingsError as exc:
+        # A list or mapping that is not JSON: name the variable.
+        field = str(exc).split('"')[1] if '"' in str(exc) else ""
+        raise ConfigError(f"expected JSON for a list or mapping: {exc.__cause__ or exc}",
+                          where=ENV_PREFIX + field.upper()) from None
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over``'s keys put in, nested mappings merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _variable_of(path: KeyPath, given: Mapping[str, Any]) -> str | None:
+    """The environment variable that gave the key at ``path``, if one did."""
+    node: Any = given
+    for depth, key in enumerate(path):
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+        if not isinstance(node, Mapping):
+            return ENV_PREFIX + ENV_NESTING.join(str(k) for k in path[:depth + 1]).upper()
+    return None
+
+
 # -- loading -------------------------------------------------------------------------
 def load_config(
     directory: str | Path, environ: Mapping[str, str] | None = None
@@ -194,8 +250,9 @@ def load_config(
 
     The directory must exist; each of wms.yaml, resources.yaml,
     cluster.yaml and operations.yaml is optional (a missing or empty file
-    means all defaults). ``WMS_DATABASE_URL`` and ``WMS_BROKER_URL`` from
-    ``environ`` (default: the process environment) override wms.yaml.
+    means all defaults). Each wms.yaml key given in ``environ`` (default:
+    the process environment) as WMS_<KEY> overrides wms.yaml
+    (environment_settings).
     Raises ConfigError with ``where="file:line"`` on the first problem.
     """
     env = os.environ if environ is None else environ
@@ -211,18 +268,15 @@ def load_config(
 
     data, lines, report = _read(root, WMS_FILE)
     all_lines[WMS_FILE] = lines
-    for variable, key in ENV_OVERRIDES.items():
-        if env.get(variable):
-            data = {**data, key: env[variable]}
+    given = environment_settings(env)
     try:
-        settings = Settings.model_validate(data)
+        settings = Settings.model_validate(_merged(data, given))
     except ValidationError as exc:
-        problems = [_problem_from(err, lines) for err in exc.errors()]
-        for path, message in problems:
-            for variable, key in ENV_OVERRIDES.items():
-                if path[:1] == (key,) and env.get(variable):
-                    raise ConfigError(message, where=variable) from None
-        report.raise_problems(problems)
+        for err in exc.errors():
+            variable = _variable_of(tuple(part for part in err["loc"] if part != "[key]"), given)
+            if variable is not None:
+                raise ConfigError(_describe(err), where=variable) from None
+        report.raise_problems([_problem_from(err, lines) for err in exc.errors()])
         raise
 
     data, lines, report = _read(root, OPERATIONS_FILE)

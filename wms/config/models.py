@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    model_validator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -42,7 +43,7 @@ from wms.core.requirements import (
     normalise_type_name,
 )
 from wms.core.limits import CEILING, DEFAULT as DEFAULT_LIMITS, Limits
-from wms.core import visibility
+from wms.core import caps, paging, visibility
 from wms.core.pilot_backends import backend_parameter_problem
 from wms.core.resources import CES_KEY, QUEUES_KEY, VO_KEY
 from wms.core.sandboxes import SandboxLimits
@@ -62,6 +63,7 @@ Seconds = Annotated[int, BeforeValidator(_no_bool), Field(gt=0)]
 PositiveInt = Annotated[int, BeforeValidator(_no_bool), Field(gt=0)]
 NonNegativeInt = Annotated[int, BeforeValidator(_no_bool), Field(ge=0)]
 NonNegativeFloat = Annotated[float, BeforeValidator(_no_bool), Field(ge=0)]
+PositiveFloat = Annotated[float, BeforeValidator(_no_bool), Field(gt=0)]
 
 
 def _plain_name(value: Any) -> Any:
@@ -165,6 +167,7 @@ AGENT_PERIOD_DEFAULTS: dict[str, int] = {
     "task_queue_priorities": 300,
     "reservation_manager": 30,
     "sandbox_cleaner": 3600,
+    "job_purger": 3600,
 }
 AgentName = Literal[
     "submit_pool_refresher",
@@ -174,6 +177,7 @@ AgentName = Literal[
     "task_queue_priorities",
     "reservation_manager",
     "sandbox_cleaner",
+    "job_purger",
 ]
 
 DEFAULT_OPTIMIZERS = ("JobSanity", "JobRequirements", "JobScheduling", "TaskQueue")
@@ -198,6 +202,7 @@ class LimitsSettings(_Model):
         DEFAULT_LIMITS.expression_terms
     )
     statement_timeout: NonNegativeFloat = DEFAULT_LIMITS.statement_timeout
+    evaluation_ms: PositiveFloat = DEFAULT_LIMITS.evaluation_ms
 
     def core(self) -> Limits:
         """The same values for the code that enforces them."""
@@ -216,11 +221,41 @@ class SandboxSettings(_Model):
     job_bytes: PositiveInt = 50 * 1024 * 1024
     # A finished job's sandboxes go this long after its end.
     max_age: Seconds = 14 * 86400
-    # Files uploaded for a submission that never came (or was refused) go after this.
-    orphan_grace: Seconds = 86400
+    # Files uploaded for a submission that never came (or was refused) go
+    # after this; the sandbox_cleaner (every hour) removes them within hours.
+    orphan_grace: Seconds = 7200
+    # Bytes one user's sandboxes may hold (what they uploaded and what their
+    # jobs name, each content once), and all sandboxes together; 0: no quota.
+    user_bytes: NonNegativeInt = 5 * 1024**3
+    total_bytes: NonNegativeInt = 500 * 1024**3
 
     def limits(self) -> SandboxLimits:
         return SandboxLimits(file_bytes=self.file_bytes, job_bytes=self.job_bytes)
+
+
+class PagingSettings(_Model):
+    """``paging:``: how many rows one page of a list holds (wms/core/paging.py)."""
+
+    # Rows of a page when the caller names no limit.
+    page_size: PositiveInt = paging.DEFAULT_PAGE_SIZE
+    # The most rows one page holds: a larger limit gets this many, and the
+    # answer's next cursor leads on to the rest.
+    max_page_size: PositiveInt = paging.DEFAULT_MAX_PAGE_SIZE
+
+
+class CapsSettings(_Model):
+    """``caps:``: the most jobs one user and one VO may have (wms/core/caps.py); 0: no cap."""
+
+    # Jobs not yet final (Grid Engine's max_u_jobs, Slurm's MaxSubmitJobs).
+    user_jobs: NonNegativeInt = caps.DEFAULT_USER_JOBS
+    # Jobs not yet handed to a pilot (Received, Checking, Waiting).
+    user_waiting: NonNegativeInt = caps.DEFAULT_USER_WAITING
+    vo_jobs: NonNegativeInt = caps.DEFAULT_VO_JOBS
+    vo_waiting: NonNegativeInt = caps.DEFAULT_VO_WAITING
+
+    def core(self) -> caps.Caps:
+        """The same values for the code that enforces them."""
+        return caps.Caps(**self.model_dump())
 
 
 class BackpressureSettings(_Model):
@@ -239,7 +274,7 @@ class BackpressureSettings(_Model):
     # Pilots' job requests (request-job, request-jobs) one process runs at
     # the same time, on threads of their own: a pilot never waits behind a
     # submission or a `wms why`, and so few threads leave the interpreter
-    # lock to the one that holds a claim (docs/benchmarks.md: at 32 pilots
+    # lock to the one that holds a claim (docs/journal/benchmarks.md: at 32 pilots
     # 2 threads matched about 30 % more a second than 10, p99 45 ms
     # against 77-83).
     match_threads: PositiveInt = 2
@@ -249,6 +284,26 @@ class BackpressureSettings(_Model):
     # retry_after_max (wms/api/backpressure.py).
     retry_after: Seconds = 5
     retry_after_max: Seconds = 30
+    # The share of max_in_flight one caller (one bearer token; without a
+    # token, one client address) may hold in progress at once; past it, its
+    # next request is answered 429 while others are served (at least 1).
+    identity_share: Annotated[float, BeforeValidator(_no_bool), Field(gt=0, le=1)] = 0.25
+    # Request bodies one caller may be sending to one process at once; each
+    # may hold up to limits.request_bytes in memory until it is whole.
+    bodies_per_identity: PositiveInt = 16
+    # Seconds from a new connection, or from the first byte of a request on
+    # a kept-alive one, to the end of the request's headers; past it the
+    # connection is closed (408 when part of a request had come).
+    header_seconds: Annotated[float, BeforeValidator(_no_bool), Field(gt=0)] = 20
+    # A body must arrive within body_seconds of the server asking for it,
+    # plus one second for every body_min_rate bytes received (bytes a
+    # second); else 408 and the connection is closed (wms/api/deadlines.py).
+    body_seconds: Annotated[float, BeforeValidator(_no_bool), Field(gt=0)] = 20
+    body_min_rate: PositiveInt = 500
+
+    def share(self) -> int:
+        """Requests one caller may hold in progress in one process."""
+        return max(1, int(self.identity_share * self.max_in_flight))
 
 
 Scope = Literal["owner", "group", "vo", "all"]
@@ -300,6 +355,95 @@ def _unique(values: list[str]) -> list[str]:
     return values
 
 
+# The signature algorithms an OpenID Connect token may use: public-key ones
+# only. ``none`` and the HS* family (a shared secret: with a public key as the
+# "secret", anyone could sign) are never accepted, whatever wms.yaml says.
+OIDC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+OidcAlgorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+# Roles an identity provider's groups may grant: a pilot signs in with a
+# pilot token of its own (docs/security.md, "Pilots and tokens").
+OidcRole = Literal["user", "operator", "manager"]
+
+
+def _http_url(value: Any) -> Any:
+    if not isinstance(value, str) or not re.match(r"^https?://[^\s/]+", value) or value != value.strip():
+        raise ValueError(f"expected an http(s) URL such as https://iam.example.org/, got {value!r}")
+    return value
+
+
+HttpUrl = Annotated[str, BeforeValidator(_http_url)]
+
+
+class OidcMapping(_Model):
+    """One rule of ``identity_providers[].mappings``: a group of the identity provider
+    (a value of the groups claim, e.g. ``/lhcb/prod``) or a scope of the token
+    gives a group and role here. The first rule that matches wins."""
+
+    idp_group: Annotated[str, Field(min_length=1)] | None = None
+    scope: Annotated[str, Field(min_length=1, pattern=r"^\S+$")] | None = None
+    group: Name
+    role: OidcRole = "user"
+    # The VO this group belongs to, when the provider serves several (EGI Check-in); default the issuer's vo.
+    vo: Name | None = None
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> "OidcMapping":
+        if (self.idp_group is None) == (self.scope is None):
+            raise ValueError("a mapping names exactly one of idp_group or scope")
+        return self
+
+
+class OidcIssuer(_Model):
+    """One entry of ``identity_providers``: an issuer, the audience its tokens must name,
+    and how their claims map to users, groups, VOs and roles here."""
+
+    issuer: HttpUrl
+    vo: Name
+    # What the token's ``aud`` must hold (RFC 7519 4.1.3): this server's name at the provider,
+    # so that a token made for another service is refused.
+    audience: Annotated[str, Field(min_length=1)]
+    # The public client `wms login` and the console sign in with (none: they do not offer this issuer).
+    client_id: Annotated[str, Field(min_length=1)] | None = None
+    # The public client the web console signs in as (authorization code with PKCE, redirect URI
+    # SERVER/ui/); none: the console offers only a token.
+    console_client_id: Annotated[str, Field(min_length=1)] | None = None
+    # The device authorization endpoint (RFC 8628), for a provider whose discovery document omits it.
+    device_endpoint: HttpUrl | None = None
+    scope: Annotated[str, Field(min_length=1)] = "openid offline_access wlcg.groups"
+    user_claim: Annotated[str, Field(min_length=1)] = "sub"
+    groups_claim: Annotated[str, Field(min_length=1)] = "wlcg.groups"
+    mappings: Annotated[list[OidcMapping], Field(min_length=1)]
+
+
+class IdentityProviderChecks(_Model):
+    """``identity_provider_checks:``: how the tokens of every identity provider are
+    checked (docs/security.md, "Authentication")."""
+
+    # Seconds of clock difference tolerated on exp, nbf and iat.
+    clock_skew: Annotated[int, BeforeValidator(_no_bool), Field(ge=0, le=600)] = 60
+    # Seconds the signing keys of an issuer are used before they are fetched again.
+    jwks_cache_seconds: Seconds = 3600
+    # The least seconds between two fetches caused by tokens signed with a key not
+    # known yet: a flood of forged key ids costs the identity provider one fetch a period.
+    key_refresh_interval: NonNegativeFloat = 10
+    # Seconds one request to the identity provider (discovery, keys) may take.
+    fetch_timeout: PositiveFloat = 5
+    # A longer bearer token is refused before it is decoded.
+    max_token_bytes: Annotated[int, BeforeValidator(_no_bool), Field(ge=1024, le=65536)] = 16384
+    algorithms: Annotated[list[OidcAlgorithm], Field(min_length=1), AfterValidator(_unique)] = (
+        Field(default_factory=lambda: list(OIDC_ALGORITHMS))  # type: ignore[arg-type]
+    )
+
+
+def _distinct_issuers(entries: list[OidcIssuer]) -> list[OidcIssuer]:
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.issuer in seen:
+            raise ValueError(f"issuer {entry.issuer} is listed twice")
+        seen.add(entry.issuer)
+    return entries
+
+
 class Settings(_Model):
     """wms.yaml: every key optional; see docs/configuration.md."""
 
@@ -314,6 +458,9 @@ class Settings(_Model):
     heartbeat_timeout: Seconds = 1800
     beat_lock_timeout: Seconds = 60
     max_reschedule: NonNegativeInt = 3
+    # A deleted job (wms delete) is purged, with its history, output and
+    # sandboxes, this long after its deletion (the job_purger agent).
+    deleted_job_retention: Seconds = 7 * 86400
     max_advance_reservations: NonNegativeInt = 0
     duration_offset: NonNegativeInt = 60
     # Seconds a new advance reservation waits, stored but unconfirmed, until
@@ -330,6 +477,8 @@ class Settings(_Model):
     max_jobs_per_submission: PositiveInt = 10000
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     sandboxes: SandboxSettings = Field(default_factory=SandboxSettings)
+    paging: PagingSettings = Field(default_factory=PagingSettings)
+    caps: CapsSettings = Field(default_factory=CapsSettings)
 
 
     backpressure: BackpressureSettings = Field(default_factory=BackpressureSettings)
@@ -343,6 +492,12 @@ class Settings(_Model):
     # runs (docs/security.md, "Pilots and tokens").
     token_lifetime: Seconds = 30 * 86400
     pilot_token_lifetime: Seconds = 4 * 3600
+    # The SiteDirector's pause at a queue after a second round in a row of
+    # its pilots that ran nothing, doubling with each further round, at most the _max (never
+    # below the first); a pilot there that runs a job ends the pauses
+    # (wms.core.pilot_backoff; docs/agents.md).
+    empty_pilot_backoff: Seconds = 60
+    empty_pilot_backoff_max: Seconds = 3600
     # Seconds a server process trusts a token it verified without reading it
     # again: a revocation made through another process takes effect within
     # this time (at once in the process that made it); 0 reads every time.
@@ -351,6 +506,12 @@ class Settings(_Model):
     # believes (the TLS reverse proxy in front of it): uvicorn's
     # forwarded_allow_ips, comma-separated, "*" for any (docs/deployment.md).
     forwarded_allow_ips: Annotated[str, Field(min_length=1)] = "127.0.0.1"
+    # Access tokens of the VOs' identity providers (OpenID Connect), beside wms tokens.
+    identity_providers: Annotated[list[OidcIssuer], AfterValidator(_distinct_issuers)] = Field(default_factory=list)
+    identity_provider_checks: IdentityProviderChecks = Field(default_factory=IdentityProviderChecks)
+
+    def identity_provider(self, issuer: str) -> OidcIssuer | None:
+        return next((entry for entry in self.identity_providers if entry.issuer == issuer), None)
 
     def model_post_init(self, context: Any, /) -> None:
         # Fill in the periods not given; the refresher follows submit_pool_refresh.
@@ -397,6 +558,9 @@ class JobDescriptionSection(_Model):
     MinCPUTime: Seconds = 100
     MaxCPUTime: Seconds = 500000
     Parameters: dict[Name, ParameterType] = Field(default_factory=dict)
+    # VO -> the attributes its pilots publish beyond the built-in ones: names
+    # a Requirements expression may read without a warning (core/vocabulary.py).
+    PilotAttributes: dict[Name, list[Name]] = Field(default_factory=dict)
 
     def problems(self, path: KeyPath) -> list[Problem]:
         out: list[Problem] = []
@@ -419,6 +583,10 @@ class JobDescriptionSection(_Model):
                      f"described twice (as {seen[folded]!r} and {name!r}); names ignore case")
                 )
             seen[folded] = name
+        for vo, names in self.PilotAttributes.items():
+            for name in names:
+                if not _PARAMETER_NAME.match(name):
+                    out.append((path + ("PilotAttributes", vo), _bad_parameter_name(name)))
         return out
 
 
@@ -561,6 +729,15 @@ BUILTIN_PARAMETER_TYPES: dict[str, str] = {
     "SSHKey": STRING,
     "SSHKnownHosts": STRING,
     "SSHDirectory": STRING,
+    "ARCEndpoint": STRING,
+    "ARCCertificate": STRING,
+    "ARCKey": STRING,
+    "ARCProxy": STRING,
+    "ARCCAFile": STRING,
+    "ARCCADirectory": STRING,
+    "ARCTokenFile": STRING,
+    "ARCQueue": STRING,
+    "ARCRSL": STRING,
     "Tags": LIST,
     "RequiredTag": LIST,
 }

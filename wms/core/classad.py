@@ -43,15 +43,21 @@ from typing import Any, NamedTuple, TypeGuard
 import classad2
 
 from wms.core import limits as input_limits
+from wms.core import regexps
 from wms.core.errors import InvalidInput
 
 __all__ = [
+    "ClassAdEvalError",
     "ClassAdSyntaxError",
+    "ClassAdValueError",
     "Expression",
     "Token",
+    "check_patterns",
     "eval_bool",
     "eval_value",
     "external_refs",
+    "own_record",
+    "own_refs",
     "parse_record",
     "parse_checked_record",
     "render_name",
@@ -79,6 +85,44 @@ class ClassAdSyntaxError(InvalidInput):
         super().__init__(message, where=f"{line}:{col}")
         self.line = line
         self.col = col
+
+
+class ClassAdValueError(ClassAdSyntaxError):
+    """classad2 accepted a record's text but raised on one of its values:
+    ``why`` is what it said, on one line."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
+class ClassAdEvalError(InvalidInput):
+    """classad2 raised while evaluating an expression; ``where`` is what the
+    caller names (the attribute, ``job 3: Requirements``), when it does."""
+
+
+#: What classad2 raises on text or arguments it cannot take: its own
+#: ClassAdException, and the Python exceptions of its conversions
+#: (``absTime("\\u0000")`` is a ValueError, year -1 is out of range).
+#: Every one of them becomes a ClassAdSyntaxError or a ClassAdEvalError
+#: here, so a user's expression is a 400 wherever it is read, never a 500.
+LIBRARY_ERRORS: tuple[type[BaseException], ...] = (
+    classad2.ClassAdException, ValueError, ArithmeticError, TypeError, RecursionError,
+)
+#: The longest text of a library failure or of an expression put in a message.
+SHOWN_MAX = 200
+
+
+def _one_line(text: str, limit: int = SHOWN_MAX) -> str:
+    """*text* on one line (runs of blanks and control characters as one
+    space), cut to *limit* characters: a message never echoes a huge input."""
+    text = " ".join(_UNPRINTABLE_RE.sub(" ", text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _library_why(exc: BaseException) -> str:
+    """What classad2 said, on one line: its message, else the exception's name."""
+    return _one_line(str(exc)) or type(exc).__name__
 
 
 # --------------------------------------------------------------------------
@@ -111,6 +155,7 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD_TAIL_RE = re.compile(r"[A-Za-z0-9_.]*")
 _VALUE_END_KINDS = frozenset({STRING, NAME, NUMBER, IDENT})
 _NEWLINE_RE = re.compile("\n")
+_UNPRINTABLE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _token_regex(hash_comments: bool) -> re.Pattern[str]:
@@ -367,6 +412,7 @@ def parse_record(text: str) -> dict[str, Any]:
         tok = tokens[end]
         raise ClassAdSyntaxError("unexpected text after the closing ']'", tok.line, tok.col)
     check_operands(tokens)
+    check_patterns(tokens)
     return parse_checked_record(tokens_to_text(tokens), order)
 
 
@@ -385,7 +431,17 @@ def parse_checked_record(text: str, order: RecordOrder | None) -> dict[str, Any]
     ad = _parse_ad(text)
     if ad is None:
         raise ClassAdSyntaxError("cannot parse the ClassAd record")
-    return _reorder({key: _to_python(ad[key]) for key in ad}, order)
+    record: dict[str, Any] = {}
+    for key in ad:
+        try:
+            record[key] = _to_python(ad[key])
+        except LIBRARY_ERRORS as exc:
+            # classad2 folds a call on literals when it reads the text:
+            # X = absTime("\\u0000") fails only when X is taken out
+            why = _library_why(exc)
+            raise ClassAdValueError(f"the ClassAd library failed on the value of {_one_line(key, 60)}: {why}",
+                                    why) from None
+    return _reorder(record, order)
 
 
 def _parse_ad(text: str) -> classad2.ClassAd | None:
@@ -402,7 +458,7 @@ def _parse_ad(text: str) -> classad2.ClassAd | None:
     """
     try:
         return classad2.parseNext(text, classad2.ParserType.New)
-    except (classad2.ClassAdException, ValueError):
+    except LIBRARY_ERRORS:
         return None
 
 
@@ -579,6 +635,61 @@ def check_operands(tokens: list[Token]) -> None:
         item_ends(tokens[-1])
 
 
+#: The ClassAd functions whose first argument is a PCRE pattern (names ignore case).
+PATTERN_FUNCTIONS = frozenset({"regexp", "regexps", "regexpmember", "stringlistregexpmember", "replace",
+                               "replaceall"})
+
+
+def check_patterns(tokens: list[Token]) -> None:
+    """Refuse, at its place, every pattern function call (:data:`PATTERN_FUNCTIONS`)
+    whose pattern may backtrack catastrophically (:mod:`wms.core.regexps`) or
+    is not a string literal.
+
+    A computed pattern (``regexp(other.X, ...)``, ``regexp(strcat(..), ...)``)
+    is refused: it cannot be checked before it is run, and the pilot or the
+    queue would choose what the job's expression costs. *tokens* are
+    balanced (:func:`_check_balanced` has run).
+    """
+    for i, tok in enumerate(tokens):
+        if tok.kind != IDENT or tok.text.lower() not in PATTERN_FUNCTIONS:
+            continue
+        if i + 1 >= len(tokens) or tokens[i + 1].text != "(" or tokens[i + 1].kind != PUNCT:
+            continue
+        if i and _is_dot(tokens[i - 1]):
+            continue                     # other.regexp(: an attribute, not a call
+        argument: list[Token] = []
+        depth = 0
+        for arg in tokens[i + 2:]:
+            if arg.kind == PUNCT and arg.text in "([{":
+                depth += 1
+            elif arg.kind == PUNCT and arg.text in ")]}":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif depth == 0 and arg.kind == PUNCT and arg.text == ",":
+                break
+            argument.append(arg)
+        name = tok.text
+        if not argument:
+            continue                     # classad2 answers ERROR for a call without arguments
+        if any(arg.kind != STRING for arg in argument):
+            first = argument[0]
+            raise ClassAdSyntaxError(f"{name}(): the pattern must be a string literal (a computed pattern "
+                                     "cannot be checked before it runs)", first.line, first.col)
+        try:
+            pattern = "".join(classad2.unquote(arg.text) for arg in argument)
+        except LIBRARY_ERRORS as exc:
+            raise ClassAdSyntaxError(f"{name}(): cannot read the pattern: {_library_why(exc)}",
+                                     argument[0].line, argument[0].col) from None
+        try:
+            regexps.check_pattern(pattern)
+        except regexps.PatternRefused as exc:
+            shown = _one_line(pattern, 60)
+            raise ClassAdSyntaxError(f"{name}(): pattern {shown!r} refused at its character {exc.offset + 1}: "
+                                     f"{exc.message} (docs/security.md, \"Evaluation cost\")",
+                                     argument[0].line, argument[0].col) from None
+
+
 # --------------------------------------------------------------------------
 # Rendering plain Python as ClassAd text
 # --------------------------------------------------------------------------
@@ -662,9 +773,10 @@ def _compile(text: str) -> tuple[classad2.ExprTree, classad2.ClassAd]:
         raise ClassAdSyntaxError("empty expression")
     _check_balanced(tokens)
     check_operands(tokens)
+    check_patterns(tokens)
     ad = _parse_ad(f"[__wms_expr__ = (\n{tokens_to_text(tokens)}\n)]")
     if ad is None or len(ad) != 1:
-        raise ClassAdSyntaxError(f"cannot parse the expression {text!r}")
+        raise ClassAdSyntaxError(f"cannot parse the expression {_one_line(text, 80)!r}")
     return ad.lookup("__wms_expr__"), ad
 
 
@@ -677,39 +789,68 @@ def _ad_from_text(text: str) -> classad2.ClassAd:
     return ad
 
 
-def _ad(record: Mapping[str, Any] | None) -> classad2.ClassAd:
+#: An ad is given as a record of plain Python or as the text of one (a
+#: stored ad: its text is the cache key, so it is parsed once).
+Ad = Mapping[str, Any] | str | None
+
+
+def _ad(record: Ad) -> classad2.ClassAd:
+    if isinstance(record, str):
+        return _ad_from_text(record)
     return _ad_from_text(render_record(record)) if record else _EMPTY_AD
 
 
-def _evaluate(expr_text: str, my: Mapping[str, Any] | None, target: Mapping[str, Any] | None) -> Any:
+def _evaluate(expr_text: str, my: Ad, target: Ad) -> Any:
     expr, _owner = _compile(expr_text)
     return expr.eval(_ad(my), _ad(target))
 
 
-def eval_value(expr_text: str, my: Mapping[str, Any] | None = None, target: Mapping[str, Any] | None = None) -> Any:
-    """Evaluate *expr_text* with ``my``/unscoped names in *my* and ``other.``
-    (= ``target.``) names in *target*.
+def _eval_failed(expr_text: str, exc: BaseException, where: str | None) -> ClassAdEvalError:
+    """The one error of an expression classad2 raised on (see LIBRARY_ERRORS)."""
+    return ClassAdEvalError(
+        f"cannot evaluate {_one_line(expr_text, 80)}: the ClassAd library failed: {_library_why(exc)}", where=where
+    )
+
+
+def eval_value(
+    expr_text: str, my: Ad = None, target: Ad = None,
+    *, where: str | None = None,
+) -> Any:
+    """Evaluate *expr_text* with ``my.`` names in *my*, ``other.`` (=
+    ``target.``) names in *target*, and unscoped names in *my* first, then
+    in *target* (HTCondor's matchmaking rule, which classad2 follows).
 
     Returns plain Python; UNDEFINED and ERROR both give ``None``; an
     ``absTime`` gives a timezone-aware ``datetime``. Raises
-    :class:`ClassAdSyntaxError` when the text is not an expression.
+    :class:`ClassAdSyntaxError` when the text is not an expression and
+    :class:`ClassAdEvalError` (naming *where*) when classad2 raises on it.
     """
-    result = _evaluate(expr_text, my, target)
-    if isinstance(result, classad2.Value):
-        return None
-    if isinstance(result, _dt.datetime):
-        return result
-    return _to_python(result)
+    try:
+        result = _evaluate(expr_text, my, target)
+        if isinstance(result, classad2.Value):
+            return None
+        if isinstance(result, _dt.datetime):
+            return result
+        return _to_python(result)
+    except LIBRARY_ERRORS as exc:
+        raise _eval_failed(expr_text, exc, where) from None
 
 
-def eval_bool(expr_text: str, my: Mapping[str, Any] | None = None, target: Mapping[str, Any] | None = None) -> bool | None:
+def eval_bool(
+    expr_text: str, my: Ad = None, target: Ad = None,
+    *, where: str | None = None,
+) -> bool | None:
     """Evaluate *expr_text* as a condition: ``True``, ``False`` or ``None``.
 
     ``None`` means UNDEFINED or ERROR (a Requirements that gives ``None``
     does not match). Numbers count as conditions the way HTCondor's
     ``matches()`` counts them (non-zero is true); any other type is ``None``.
+    Raises as :func:`eval_value` does.
     """
-    result = _evaluate(expr_text, my, target)
+    try:
+        result = _evaluate(expr_text, my, target)
+    except LIBRARY_ERRORS as exc:
+        raise _eval_failed(expr_text, exc, where) from None
     if isinstance(result, classad2.Value):
         return None
     if result is True or result is False:
@@ -732,7 +873,10 @@ def external_refs(expr_text: str) -> list[str]:
     empty strings it returns.
     """
     expr, _owner = _compile(expr_text)
-    refs = _EMPTY_AD.externalRefs(expr)
+    try:
+        refs = _EMPTY_AD.externalRefs(expr)
+    except LIBRARY_ERRORS as exc:
+        raise _eval_failed(expr_text, exc, None) from None
     names: dict[str, str] = {}
     for ref in refs:
         ref = ref.strip()
@@ -744,6 +888,72 @@ def external_refs(expr_text: str) -> list[str]:
                     name = _unquote_name(name)
                 names.setdefault(name.lower(), name)
     return sorted(names.values(), key=str.lower)
+
+
+def own_refs(expr_text: str, *, unscoped_only: bool = False) -> list[str]:
+    """Names of the attributes *expr_text* may read from its own ad.
+
+    The ``my.X`` references (left out when *unscoped_only*) and the
+    unscoped names (``X``), as ``X`` (the first name: ``my.info.Y`` gives
+    ``info``), without duplicates (names ignore case) and sorted. An
+    unscoped name the own ad does not define is looked up in the other ad
+    when the expression is evaluated, so these are the names to look for
+    in the own ad, not all of them need be there.
+    """
+    expr, _owner = _compile(expr_text)
+    try:
+        refs = _EMPTY_AD.externalRefs(expr)
+    except LIBRARY_ERRORS as exc:
+        raise _eval_failed(expr_text, exc, None) from None
+    names: dict[str, str] = {}
+    for ref in refs:
+        ref = ref.strip()
+        lowered = ref.lower()
+        if not ref or lowered.startswith(_TARGET_PREFIXES):
+            continue
+        if lowered.startswith("my.") and len(ref) > 3:
+            if unscoped_only:
+                continue
+            ref = ref[3:]
+        name = ref.split(".", 1)[0]
+        if name.startswith("'") and name.endswith("'") and len(name) > 1:
+            name = _unquote_name(name)
+        names.setdefault(name.lower(), name)
+    if unscoped_only:
+        # classad2 reports my.X as X: keep the names written at least once without a scope.
+        tokens = tokenize(expr_text)
+        written = {tok.text.lower() for i, tok in enumerate(tokens)
+                   if tok.kind == IDENT and not (i and _is_dot(tokens[i - 1]))}
+        names = {key: name for key, name in names.items() if key in written}
+    return sorted(names.values(), key=str.lower)
+
+
+def own_record(expr_text: str, record: Mapping[str, Any], *, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The part of *record* that *expr_text* reads as its own ad.
+
+    Every attribute of *record* the expression names unscoped or with
+    ``my.`` (:func:`own_refs`), and, when such a value is itself an
+    expression, the attributes that one names in turn; names in
+    *leave_out* (the expression's own attribute, say) are never taken.
+    Keys keep the record's casing and are sorted ignoring case, so the same
+    content gives the same record (and the same text) whatever the order of
+    the source.
+    """
+    by_name = {key.lower(): key for key in record}
+    skip = {name.lower() for name in leave_out}
+    taken: dict[str, str] = {}
+    pending = [expr_text]
+    while pending:
+        for name in own_refs(pending.pop()):
+            lowered = name.lower()
+            key = by_name.get(lowered)
+            if key is None or lowered in skip or lowered in taken:
+                continue
+            taken[lowered] = key
+            value = record[key]
+            if isinstance(value, Expression):
+                pending.append(value.text)
+    return {key: record[key] for _, key in sorted(taken.items())}
 
 
 _EMPTY_AD = classad2.ClassAd()

@@ -15,8 +15,8 @@ host and queue levels offer. This module holds, in one place:
   patterns.py);
 * consumables (complex(5) "consumable", "default"; SPEC 000 E1/E2);
 * FORCED attributes (complex(5) "requestable");
-* overriding across global -> host -> queue (complex(5) "Overriding
-  attributes", SPEC 000 section 3);
+* the relops that narrow a value across levels (the overriding itself,
+  global -> host -> queue, is core/offers.py's);
 * the urgency addend (complex(5) "urgency").
 
 It is pure: no I/O, no configuration loading.
@@ -54,7 +54,6 @@ from typing import Any
 
 from wms.core.errors import InvalidInput
 from wms.core.patterns import compile_pattern
-from wms.core.reasons import Reason
 from wms.core.quantities import (
     ValueRefused,
     format_memory,
@@ -118,9 +117,6 @@ CASELESS_TYPES = frozenset({ValueType.CSTRING, ValueType.HOST})
 # Relops whose values may only be narrowed (SPEC 000 section 3).
 UPPER_BOUND_RELOPS = frozenset({Relop.LE, Relop.LT, Relop.EXCL})  # smaller offer = more restrictive
 LOWER_BOUND_RELOPS = frozenset({Relop.GE, Relop.GT})  # larger offer = more restrictive
-
-LEVELS = ("global", "host", "queue")
-SOURCES = ("fixed", "load", "capacity")
 
 _FLAG_WORDS = {
     "requestable": {"YES": "YES", "Y": "YES", "NO": "NO", "N": "NO", "FORCED": "FORCED", "F": "FORCED"},
@@ -731,7 +727,8 @@ def format_value(cx: Complex, value: Any) -> str:
     return format_number(value)
 
 
-def _number(cx: Complex, value: Any) -> float:
+def numeric_value(cx: Complex, value: Any) -> float:
+    """A numeric complex's value as a float (a string read by the type first)."""
     if isinstance(value, str):
         value = _parse_typed(cx.type, value)
     return float(value)
@@ -760,7 +757,7 @@ def satisfies(cx: Complex, requested: Any, offered: Any) -> bool:
         if cx.relop is Relop.NE:
             return matched is not True
         return False
-    request, offer = _number(cx, requested), _number(cx, offered)
+    request, offer = numeric_value(cx, requested), numeric_value(cx, offered)
     relop = cx.relop
     if relop is Relop.EQ:
         return request == offer
@@ -820,7 +817,7 @@ def consumable_amount(cx: Complex, requested: Any | None, slots: int, *, master:
     """
     if not cx.is_consumable:
         return 0.0
-    amount = default_value(cx) if requested is None else _number(cx, requested)
+    amount = default_value(cx) if requested is None else numeric_value(cx, requested)
     if cx.relop is Relop.EXCL:
         return 1.0 if amount else 0.0
     if cx.consumable is Consumable.JOB:
@@ -847,147 +844,6 @@ def forced_missing(table: ComplexTable, requests: Iterable[str], offered_names: 
     return sorted({table.resolve(key).name for key in offered_forced} - requested)
 
 
-# -- overriding across levels -------------------------------------------------------
-_SOURCE_WORDS = {"fixed": "configured value", "load": "load value", "capacity": "free capacity"}
-
-
-@dataclass(frozen=True, slots=True)
-class Offer:
-    """What one level offers for one attribute: ``level`` is global, host
-    or queue; ``source`` says where the value came from: a configured
-    complex_values entry (fixed), a measured load value (load) or what is
-    left of a consumable (capacity).
-    """
-
-    level: str
-    value: Any
-    source: str = "fixed"
-
-    def __post_init__(self) -> None:
-        if self.level not in LEVELS:
-            raise InvalidInput(f"unknown level {self.level!r} (use global, host or queue)")
-        if self.source not in SOURCES:
-            raise InvalidInput(f"unknown offer source {self.source!r} (use fixed, load or capacity)")
-
-
-REASON_NOT_OFFERED = Reason("not-offered", "{resource}={requested} requested, not offered on any level")
-REASON_OFFER_SHORT = Reason("offer-short", "{resource}={requested} requested, {offered} offered ({level} {source})")
-
-
-@dataclass(frozen=True, slots=True)
-class Shortfall:
-    """Why a request is not met: the first level (and value) that refused it."""
-
-    name: str
-    requested: Any
-    offered: Any
-    level: str | None
-    source: str | None
-    type: ValueType = ValueType.STRING
-
-    def why(self) -> tuple[Reason, dict[str, Any]]:
-        """The reason constant and its details, values shown as the type reads them."""
-        probe = Complex(self.name, self.name, self.type, Relop.EQ, Requestable.YES, Consumable.NO, "NONE", 0)
-        detail = {"resource": self.name, "requested": format_value(probe, self.requested)}
-        if self.level is None:
-            return REASON_NOT_OFFERED, detail
-        words = _SOURCE_WORDS.get(self.source or "", self.source or "")
-        return REASON_OFFER_SHORT, {**detail, "offered": format_value(probe, self.offered), "level": self.level,
-                                    "source": words}
-
-    def reason(self) -> str:
-        """E.g. ``mem_free=4G requested, 2G offered (host load value)``."""
-        why, detail = self.why()
-        return why.format(**detail)
-
-
-def _more_restrictive(cx: Complex, first: Any, second: Any) -> bool:
-    """True when ``first`` admits no more requests than ``second``."""
-    if cx.relop in LOWER_BOUND_RELOPS:
-        return _number(cx, first) >= _number(cx, second)
-    return _number(cx, first) <= _number(cx, second)
-
-
-def effective_offer(cx: Complex, fixed: Any | None, load: Any | None, *, level: str = "host") -> Offer | None:
-    """One level's value when it has both a configured (fixed) value and a
-    load value (complex(5) "Overriding attributes"; SPEC 000 section 3).
-
-    For ``==``/``!=`` (and strings) the configured value always wins. For
-    ``<=``/``<`` the smaller and for ``>=``/``>`` the larger value wins, so
-    a configured value overrides a load value only when it is more
-    restrictive (mem_free configured 1G, load 4G -> 1G fixed; configured
-    1G, load 0.9G -> 0.9G load); on a tie the configured value is named.
-    """
-    if fixed is None and load is None:
-        return None
-    if load is None:
-        return Offer(level, fixed, "fixed")
-    if fixed is None:
-        return Offer(level, load, "load")
-    if cx.type in STRING_TYPES or cx.relop in (Relop.EQ, Relop.NE):
-        return Offer(level, fixed, "fixed")
-    if _more_restrictive(cx, fixed, load):
-        return Offer(level, fixed, "fixed")
-    return Offer(level, load, "load")
-
-
-def _ordered(offers: Iterable[Offer]) -> list[Offer]:
-    ordered = sorted((offer for offer in offers if offer.value is not None), key=lambda o: LEVELS.index(o.level))
-    for before, after in zip(ordered, ordered[1:]):
-        if before.level == after.level:
-            raise InvalidInput(f"two offers on the {before.level} level; combine them with effective_offer first")
-    return ordered
-
-
-def dominant_offer(cx: Complex, offers: Iterable[Offer]) -> Offer | None:
-    """The value that governs ``cx`` at the lowest level, after overriding.
-
-    ``<=``/``<`` (and EXCL) values may only be narrowed by a lower level and
-    ``>=``/``>`` values only raised: a lower level that is less restrictive
-    does not widen what a higher level offers (a queue's 8G mem_free on a
-    host whose load says 4G leaves 4G, from the host). ``==``/``!=`` values
-    and strings are not overridden across levels: the highest level that
-    defines the attribute dominates (each level is still tested, see
-    :func:`check_hierarchy`).
-    """
-    current: Offer | None = None
-    for offer in _ordered(offers):
-        if current is None:
-            current = offer
-        elif cx.type not in STRING_TYPES and cx.relop not in (Relop.EQ, Relop.NE):
-            if not _more_restrictive(cx, current.value, offer.value):
-                current = offer
-    return current
-
-
-def check_hierarchy(cx: Complex, requested: Any, offers: Iterable[Offer]) -> Shortfall | None:
-    """Match one request against the levels, strictly global -> host ->
-    queue (SPEC 000 sections 3 and 5; complex(5) "Overriding attributes").
-
-    A level that does not define the attribute is skipped; the first level
-    whose value does not satisfy the request ends the evaluation and is
-    named in the Shortfall; None when every defining level is satisfied.
-    For ordered relops each level is tested with the value in force there
-    (its own, narrowed by the levels above); since narrowing keeps the more
-    restrictive value, the level that fails is the first whose own value
-    fails. For ``==``/``!=`` every defining level must match on its own.
-    No defining level at all means the request cannot be met. For a
-    consumable, pass the job's amount and offers of source ``capacity``.
-    """
-    current: Offer | None = None
-    ordered = _ordered(offers)
-    for offer in ordered:
-        if current is None or cx.type in STRING_TYPES or cx.relop in (Relop.EQ, Relop.NE):
-            current = offer
-        elif not _more_restrictive(cx, current.value, offer.value):
-            current = offer
-        if not satisfies(cx, requested, current.value):
-            return Shortfall(cx.name, requested, current.value, current.level, current.source, cx.type)
-    if not ordered:
-        return Shortfall(cx.name, requested, None, None, None, cx.type)
-    return None
-
-
 # -- urgency ------------------------------------------------------------------------
 def urgency_contribution(cx: Complex, amount: Any, slots: int) -> float:
     """The resource addend of a job's urgency (complex(5) "urgency";
@@ -998,7 +854,7 @@ def urgency_contribution(cx: Complex, amount: Any, slots: int) -> float:
     """
     if cx.type in STRING_TYPES:
         return float(cx.urgency)
-    value = _number(cx, amount)
+    value = numeric_value(cx, amount)
     if cx.consumable is Consumable.JOB:
         return float(cx.urgency) * value
     return float(cx.urgency) * value * slots

@@ -68,3 +68,19 @@ class Unavailable(WmsError):
     """The service cannot answer now (a database statement ran out of time); try again."""
 
     status = HTTPStatus.SERVICE_UNAVAILABLE
+
+
+class RequestTimeout(WmsError):
+    """The client did not send its request in time (a body that stalled)."""
+
+    status = HTTPStatus.REQUEST_TIMEOUT
+
+
+class TooManyRequests(WmsError):
+    """The server sheds load, or the caller holds its share of it: come back after ``retry_after`` seconds."""
+
+    status = HTTPStatus.TOO_MANY_REQUESTS
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

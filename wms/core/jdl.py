@@ -35,14 +35,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wms.core import classad, parametric
+from wms.core import classad, parametric, sandboxes
 from wms.core import limits as input_limits
 from wms.core.classad import IDENT, NAME, NUMBER, OP, PUNCT, STRING, Expression, Token
-from wms.core.errors import JDLError
+from wms.core.errors import InvalidInput, JDLError
 
 __all__ = ["JobDescription", "parse_jdl", "parse_one"]
 
 Scalar = str | int | float | bool
+
+#: The most retries a JDL may ask for (MaxRetries); max_reschedule (wms.yaml) may allow fewer.
+MAX_RETRIES = 10
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,16 @@ class JobDescription:
     input_sandbox: list[str] = field(default_factory=list)
     output_sandbox: list[str] = field(default_factory=list)
     input_data: list[str] = field(default_factory=list)
+    # DIRAC's StdOutput/StdError: the files of the job's directory its
+    # streams go to (None: std.out and std.err), which OutputSandbox may name.
+    std_output: str | None = None
+    std_error: str | None = None
+    # DIRAC's ExecutionEnvironment: variables set for the payload.
+    environment: dict[str, str] = field(default_factory=dict)
+    # MaxRetries/RetryOnExitCodes: how often a job that fails is run again,
+    # and on which exit codes (empty: any non-zero one); see retry_reason.
+    max_retries: int = 0
+    retry_on_exit_codes: list[int] = field(default_factory=list)
 
     def get(self, name: str, default: Any = None) -> Any:
         """The attribute *name* (case-insensitive), or *default*."""
@@ -492,6 +505,7 @@ def _read(text: str, source: str, shape_known: bool = False) -> tuple[dict[str, 
         record = shown if bracketed else [Token(PUNCT, "[", 1, 1, 0, 0), *shown, Token(PUNCT, "]", 1, 1, 0, 0)]
         try:
             classad.check_operands(record)
+            classad.check_patterns(shown)
         except classad.ClassAdSyntaxError as exc:
             raise _placed(exc, source) from None
     if not checker.dotted and _REWRITTEN_RE.search(text) is None:
@@ -512,6 +526,9 @@ def _read(text: str, source: str, shape_known: bool = False) -> tuple[dict[str, 
         value_text = classad.tokens_to_text(checker.normalized(attr.value_start, attr.value_end))
         try:
             classad.parse_record(f"[ {classad.render_name(attr.name)} = {value_text}\n]")
+        except classad.ClassAdValueError as exc:    # read, but classad2 raised on the value
+            raise checker.error(f"cannot parse the value of {attr.name}: the ClassAd library failed: {exc.why}",
+                                attr.token) from None
         except classad.ClassAdSyntaxError:
             raise checker.error(f"cannot parse the value of {attr.name}", attr.token) from None
     raise checker.error("cannot parse the JDL", tokens[0])
@@ -559,6 +576,16 @@ class _Fields:
             return str(value)
         raise self.fail(key, f"expected a string, got {_shown(value)}")
 
+    def file_name(self, name: str) -> str | None:
+        """A string naming a file of the job's directory (core/sandboxes.py's rule)."""
+        value = self.string(name)
+        if value is None:
+            return None
+        try:
+            return sandboxes.check_name(value, "a file of the job's directory")
+        except InvalidInput as exc:
+            raise self.fail(self.keys[name.lower()], exc.message) from None
+
     def strings(self, *names: str) -> list[str]:
         """A string or a list of strings, from any of *names*, merged."""
         result: list[str] = []
@@ -591,6 +618,23 @@ class _Fields:
             raise self.fail(key, f"expected {what} of at most {input_limits.INT32_MAX}, got {_shown(value)}")
         return number
 
+    def exit_codes(self, name: str) -> list[int]:
+        """An exit code or a list of them, each 1 to 255 (0 is success, never retried)."""
+        found = self.raw(name)
+        if found is None:
+            return []
+        key, value = found
+        items = value if isinstance(value, list) else [value]
+        codes: list[int] = []
+        for item in items:
+            if (isinstance(item, bool) or not isinstance(item, int | float) or int(item) != item
+                    or not 1 <= item <= 255):
+                raise self.fail(key, f"expected exit codes from 1 to 255 (one or a list such as {{3, 75}}), "
+                                     f"got {_shown(item)}")
+            if int(item) not in codes:
+                codes.append(int(item))
+        return codes
+
     def requests(self, name: str) -> dict[str, Scalar]:
         found = self.raw(name)
         if found is None:
@@ -622,6 +666,56 @@ class _Fields:
             f"got {_shown(value)}",
         )
 
+    def retries(self, name: str) -> int:
+        """MaxRetries: 0 to MAX_RETRIES (a job failing for good is not run again without end)."""
+        count = self.integer(name, minimum=0, what="an integer from 0 to " + str(MAX_RETRIES))
+        if count is not None and count > MAX_RETRIES:
+            raise self.fail(self.keys[name.lower()], f"at most {MAX_RETRIES} retries, got {count}")
+        return count or 0
+
+    def boolean(self, name: str) -> bool | None:
+        """``true``/``false``, or DIRAC's spellings of them as strings (``"yes"``, ``"True"``, ...)."""
+        found = self.raw(name)
+        if found is None:
+            return None
+        key, value = found
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _BOOLEAN_WORDS:
+            return _BOOLEAN_WORDS[value.strip().lower()]
+        raise self.fail(key, f"expected true or false, got {_shown(value)}")
+
+    def environment(self, name: str) -> dict[str, str]:
+        """DIRAC's ExecutionEnvironment: ``"NAME=value"`` strings, one or a list."""
+        out: dict[str, str] = {}
+        for item in self.strings(name):
+            variable, equals, value = item.partition("=")
+            if not equals or not _ENV_NAME_RE.fullmatch(variable):
+                raise self.fail(self.keys[name.lower()], f"expected NAME=value, got {_shown(item)}")
+            if variable.upper().startswith(RESERVED_ENV_PREFIX):
+                raise self.fail(self.keys[name.lower()],
+                                f"{variable}: names beginning {RESERVED_ENV_PREFIX} are set by the system")
+            out[variable] = value
+        return out
+
+    def processors(self, exact: int | None) -> int:
+        """The job's slot count from NumberOfProcessors and DIRAC's
+        MinNumberOfProcessors/MaxNumberOfProcessors (see DIRAC_ATTRIBUTES)."""
+        low = self.integer("MinNumberOfProcessors", minimum=1, what="a positive integer")
+        high = self.integer("MaxNumberOfProcessors", minimum=1, what="a positive integer")
+        if low is not None and high is not None and low > high:
+            raise self.fail(self.keys["minnumberofprocessors"],
+                            f"{low} is more than MaxNumberOfProcessors ({high})")
+        if exact is not None:
+            if low is not None and exact < low:
+                raise self.fail(self.keys["numberofprocessors"],
+                                f"{exact} is less than {self.keys['minnumberofprocessors']} ({low})")
+            if high is not None and exact > high:
+                raise self.fail(self.keys["numberofprocessors"],
+                                f"{exact} is more than {self.keys['maxnumberofprocessors']} ({high})")
+            return exact
+        return low if low is not None else 1
+
     def input_data(self) -> list[str]:
         """InputData as LFNs: a leading ``/`` gets ``LFN:``; ``//`` is refused."""
         result = []
@@ -636,6 +730,29 @@ class _Fields:
                 raise self.fail(key, f"'//' is not allowed inside an LFN, got {_shown(item)}")
             result.append(lfn)
         return result
+
+
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Variables a payload gets from the system (WMS_JOB_ID, WMS_JOB_TOKEN, ...): never from its JDL.
+RESERVED_ENV_PREFIX = "WMS_"
+WHOLE_NODE_TAG = "WholeNode"
+_BOOLEAN_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+#: DIRAC's job description attributes (its JobDescription and JDL
+#: documentation) that this system deliberately does not honour, with why:
+#: a JDL naming one is refused, naming it, rather than run without what
+#: its author meant. docs/jdl.md lists every DIRAC attribute and what it
+#: does here.
+UNSUPPORTED = {
+    "outputdata": "there are no storage elements or file catalogue here: name the files in OutputSandbox "
+                  "and fetch them with `wms output ID --dir D`",
+    "outputse": "there are no storage elements here: name the files in OutputSandbox",
+    "outputpath": "there are no storage elements here: name the files in OutputSandbox",
+    "inputdatapolicy": "there are no storage elements here: InputData is recorded, never downloaded",
+    "inputdatamodule": "there are no storage elements here: InputData is recorded, never downloaded",
+    "gridce": "a job goes to a Site/CE/Queue through its Site and Requirements, not to a grid CE",
+    "submitpools": "the SubmitPool is computed from the Requirements (specs/002), not chosen",
+}
 
 
 # The fields read after Executable, Requirements, NumberOfProcessors and
@@ -665,6 +782,11 @@ _OPTIONAL_FIELDS: tuple[tuple[str, tuple[str, ...], Callable[[_Fields], Any]], .
     ("input_sandbox", ("inputsandbox",), lambda f: f.strings("InputSandbox")),
     ("output_sandbox", ("outputsandbox",), lambda f: f.strings("OutputSandbox")),
     ("input_data", ("inputdata",), lambda f: f.input_data()),
+    ("std_output", ("stdoutput",), lambda f: f.file_name("StdOutput")),
+    ("std_error", ("stderror",), lambda f: f.file_name("StdError")),
+    ("environment", ("executionenvironment",), lambda f: f.environment("ExecutionEnvironment")),
+    ("max_retries", ("maxretries",), lambda f: f.retries("MaxRetries")),
+    ("retry_on_exit_codes", ("retryonexitcodes",), lambda f: f.exit_codes("RetryOnExitCodes")),
 )
 
 # lowercase attribute name -> index of its field in _OPTIONAL_FIELDS
@@ -678,13 +800,24 @@ def _describe(attributes: dict[str, Any], locate: Callable[[str], str], source: 
         raise JDLError("Executable is required: the JDL has no Executable attribute", where=source)
     if not executable.strip():
         raise JDLError("Executable must not be empty", where=locate(fields.keys["executable"]))
+    for key in sorted(UNSUPPORTED.keys() & fields.keys.keys()):
+        raise fields.fail(fields.keys[key], f"not supported: {UNSUPPORTED[key]}")
     requirements, requirements_expr = fields.requirements()
     processors = fields.integer("NumberOfProcessors", minimum=1, what="a positive integer")
+    if "minnumberofprocessors" in fields.keys or "maxnumberofprocessors" in fields.keys:
+        processors = fields.processors(processors)
     priority = fields.integer("Priority", minimum=None, what="an integer")
     text = classad.render_record(attributes)
     # the optional fields this JDL sets, in _OPTIONAL_FIELDS order
     wanted = sorted({_OPTIONAL_INDEX[key] for key in fields.keys if key in _OPTIONAL_INDEX})
     optional = {_OPTIONAL_FIELDS[n][0]: _OPTIONAL_FIELDS[n][2](fields) for n in wanted}
+    if optional.get("retry_on_exit_codes") and not optional.get("max_retries"):
+        raise fields.fail(fields.keys["retryonexitcodes"], "names exit codes to retry on, but MaxRetries is not "
+                          "set: add MaxRetries = N (how many times to run the job again)")
+    if "wholenode" in fields.keys and fields.boolean("WholeNode"):
+        # DIRAC's meaning: the job wants a whole node, which queues say with the WholeNode tag.
+        tags = optional.get("tags") or []
+        optional["tags"] = tags if WHOLE_NODE_TAG in tags else [*tags, WHOLE_NODE_TAG]
     return JobDescription(
         attributes=attributes,
         text=text,

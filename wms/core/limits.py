@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from wms.core.errors import InvalidInput, JDLError, TooLarge
 
 __all__ = [
+    "APPLICATION_HISTORY_MAX",
+    "APPLICATION_STATUS_MAX",
+    "APPLICATION_STATUS_PATTERN",
     "CEILING",
     "DEFAULT",
     "INT32_MAX",
@@ -47,8 +50,20 @@ __all__ = [
 #: exit codes) 32-bit. A larger number is refused before it reaches a query.
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+#: The most jobs one job control (hold, release, ...) changes in one call: the
+#: ids it names, or the jobs its filter selects a batch at a time (the
+#: answer says where the next batch starts).
+CONTROL_JOBS_MAX = 5_000
 #: The most jobs one batched match request (POST /matcher/request-jobs) may ask for.
 MATCH_BATCH_MAX = 64
+#: A job's application status (POST /jobs/{id}/application-status): one line
+#: of at most this many characters, no control character nor line separator.
+APPLICATION_STATUS_MAX = 256
+APPLICATION_STATUS_PATTERN = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+#: History entries of application statuses kept per attempt of a job; past
+#: them only the minor status changes (a payload reporting every event
+#: would otherwise grow the history without bound).
+APPLICATION_HISTORY_MAX = 50
 _DIGITS_RE = re.compile(r"[0-9]{1,19}")
 
 
@@ -75,6 +90,11 @@ class Limits:
     expression_terms: int = 256
     #: seconds one database statement may run (0: no limit)
     statement_timeout: float = 30.0
+    #: milliseconds of CPU a job's expression may take against one queue
+    #: (wms.core.evaluation: at submission and at each match). An ordinary
+    #: Requirements expression takes 20-60 microseconds; 5 ms is a hundred
+    #: times that, and a quarter of a pilot request's p99 budget (20 ms).
+    evaluation_ms: float = 5.0
 
 
 DEFAULT = Limits()

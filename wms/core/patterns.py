@@ -43,11 +43,20 @@ How a text is read
   ``'xy'``).
 * Case-insensitive matching (complex types CSTRING and HOST) lower-cases
   both the expression and the value first.
+
+What matching costs
+-------------------
+Patterns come from users (``-l``, ``-q``, quota set filters, reservations)
+and are matched against every host and queue, so a shell pattern is matched
+without backtracking, in time bounded by the pattern's length times the
+value's (:class:`_Glob`). Translated into a regular expression with ``.*``
+for each star, as it once was, the 23 characters ``*?*?*?*?*?*?*?*?*?*?*?Z``
+given to ``wms submit -q`` took 75 seconds to answer and held the server
+meanwhile (docs/security.md).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -60,21 +69,6 @@ EXPRESSION_CHARS = frozenset("*?[]&|!()")
 WILDCARD_CHARS = frozenset("*?[]")
 # Characters that end an operand.
 _TERMINALS = frozenset("!|&() ")
-
-_POSIX_CLASSES: dict[str, str] = {
-    "alpha": "a-zA-Z",
-    "digit": "0-9",
-    "alnum": "a-zA-Z0-9",
-    "upper": "A-Z",
-    "lower": "a-z",
-    "space": " \\t\\n\\r\\f\\v",
-    "blank": " \\t",
-    "punct": re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
-    "xdigit": "0-9A-Fa-f",
-    "cntrl": "\\x00-\\x1f\\x7f",
-    "print": "\\x20-\\x7e",
-    "graph": "\\x21-\\x7e",
-}
 
 
 # -- the compiled tree --------------------------------------------------------------
@@ -93,10 +87,37 @@ class _Literal(_Node):
 
 @dataclass(frozen=True, slots=True)
 class _Glob(_Node):
-    regex: re.Pattern[str] | None  # None: the pattern can never match
+    """A shell pattern, as its segments: the runs between two stars (see _read_glob)."""
+
+    segments: tuple[_Segment, ...] | None  # None: the pattern can never match
 
     def eval(self, value: str) -> bool:
-        return self.regex is not None and self.regex.fullmatch(value) is not None
+        """Match without backtracking, in time linear in pattern x value.
+
+        Without a star the one segment covers the value. Otherwise the
+        first segment is anchored at the start, the last at the end, and
+        each one between is placed at the leftmost position where it fits:
+        every segment matches a fixed number of characters, so the
+        leftmost place leaves the most room to the ones after it, and no
+        other placement can succeed where that one fails.
+        """
+        segments = self.segments
+        if segments is None:
+            return False
+        head = segments[0]
+        if len(segments) == 1:
+            return len(value) == head.size and head.at(value, 0)
+        tail = segments[-1]
+        end = len(value) - tail.size
+        if end < head.size or not head.at(value, 0) or not tail.at(value, end):
+            return False
+        pos = head.size
+        for segment in segments[1:-1]:
+            found = segment.find(value, pos, end)
+            if found < 0:
+                return False
+            pos = found + segment.size
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,69 +294,168 @@ class _Parser:
         if not any(char in WILDCARD_CHARS for char in token):
             return _Literal(token)
         try:
-            regex = _glob_to_regex(token)
+            return _Glob(_read_glob(token))
         except ValueError as problem:
             self._fail(str(problem))
             raise AssertionError("unreachable") from None
-        return _Glob(None if regex is None else re.compile(regex, re.DOTALL))
 
 
-# -- shell patterns (fnmatch with no flags) -----------------------------------------
-def _glob_to_regex(pattern: str) -> str | None:
-    """Translate one shell pattern to a regular expression for fullmatch.
+# -- shell patterns (fnmatch with no flags), matched in linear time ------------------
+# A pattern is read once into segments, the runs of single-character items
+# between two stars, and matched without backtracking (_Glob.eval): the
+# first segment at the start of the value, the last at its end, and every
+# one in between at the leftmost place it fits after the one before (the
+# module docstring, "What matching costs", says why not a regular expression).
+
+_Range = tuple[str, str]
+
+_POSIX_CLASSES: dict[str, tuple[_Range, ...]] = {
+    "alpha": (("a", "z"), ("A", "Z")),
+    "digit": (("0", "9"),),
+    "alnum": (("a", "z"), ("A", "Z"), ("0", "9")),
+    "upper": (("A", "Z"),),
+    "lower": (("a", "z"),),
+    "space": tuple((char, char) for char in " \t\n\r\f\v"),
+    "blank": ((" ", " "), ("\t", "\t")),
+    "punct": tuple((char, char) for char in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
+    "xdigit": (("0", "9"), ("A", "F"), ("a", "f")),
+    "cntrl": (("\x00", "\x1f"), ("\x7f", "\x7f")),
+    "print": (("\x20", "\x7e"),),
+    "graph": (("\x21", "\x7e"),),
+}
+
+
+# A range of at most this many characters is kept as the set of them.
+_SPELLED_OUT = 256
+
+
+@dataclass(frozen=True, slots=True)
+class _CharSet:
+    """A bracket expression ``[...]``: one character in (or, negated, not in) the ranges.
+
+    Narrow ranges (the usual ``0-9``, ``a-z``, classes) are spelled out in
+    ``members`` for a single lookup; only wide ones stay ``(low, high)``.
+    """
+
+    members: frozenset[str]
+    wide: tuple[_Range, ...]
+    negate: bool
+
+    def __contains__(self, char: str) -> bool:
+        found = char in self.members or any(low <= char <= high for low, high in self.wide)
+        return found is not self.negate
+
+
+def _charset(ranges: list[_Range], negate: bool) -> _CharSet:
+    members: set[str] = set()
+    wide: list[_Range] = []
+    for low, high in ranges:
+        if ord(high) - ord(low) < _SPELLED_OUT:
+            members.update(chr(code) for code in range(ord(low), ord(high) + 1))
+        else:
+            wide.append((low, high))
+    return _CharSet(frozenset(members), tuple(wide), negate)
+
+
+# One item of a segment: a character, a set, or None for "?" (any character).
+_Item = str | _CharSet | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """A run of items between two stars, each matching exactly one character.
+
+    ``literal`` is the text when every item is a plain character, so that
+    the common case is compared by the string methods; otherwise ``checks``
+    holds the items other than "?" with their offsets ("?" needs no test).
+    """
+
+    size: int  # characters matched
+    literal: str | None
+    checks: tuple[tuple[int, str | _CharSet], ...]
+
+    def at(self, value: str, pos: int) -> bool:
+        """True when the segment matches ``value`` at ``pos`` (which leaves room for it)."""
+        if self.literal is not None:
+            return value.startswith(self.literal, pos)
+        for offset, item in self.checks:
+            char = value[pos + offset]
+            if (char != item) if isinstance(item, str) else (char not in item):
+                return False
+        return True
+
+    def find(self, value: str, start: int, end: int) -> int:
+        """The leftmost position in ``value[start:end]`` where the segment matches, or -1."""
+        if self.literal is not None:
+            return value.find(self.literal, start, end)
+        for pos in range(start, end - self.size + 1):
+            if self.at(value, pos):
+                return pos
+        return -1
+
+
+def _segment(items: list[_Item]) -> _Segment:
+    if all(isinstance(item, str) for item in items):
+        return _Segment(len(items), "".join(items), ())  # type: ignore[arg-type]
+    checks = tuple((offset, item) for offset, item in enumerate(items) if item is not None)
+    return _Segment(len(items), None, checks)
+
+
+def _read_glob(pattern: str) -> tuple[_Segment, ...] | None:
+    """Read one shell pattern into its segments (split at each run of ``*``).
 
     Returns None for a pattern that can never match (a trailing lone
     backslash). Raises ValueError for an unknown ``[:class:]``.
     """
-    out: list[str] = []
+    segments: list[_Segment] = []
+    items: list[_Item] = []
     i, n = 0, len(pattern)
     while i < n:
         char = pattern[i]
         if char == "*":
-            if not out or out[-1] != ".*":
-                out.append(".*")
+            if not segments or items:  # a run of stars is one star
+                segments.append(_segment(items))
+            items = []
             i += 1
         elif char == "?":
-            out.append(".")
+            items.append(None)
             i += 1
         elif char == "\\":
             if i + 1 >= n:
                 return None
-            out.append(re.escape(pattern[i + 1]))
+            items.append(pattern[i + 1])
             i += 2
         elif char == "[":
             parsed = _bracket(pattern, i)
             if parsed is None:  # never closed: a literal "["
-                out.append(re.escape("["))
+                items.append("[")
                 i += 1
             else:
-                regex, i = parsed
-                out.append(regex)
+                charset, i = parsed
+                items.append(charset)
         else:
-            out.append(re.escape(char))
+            items.append(char)
             i += 1
-    return "".join(out)
+    segments.append(_segment(items))
+    return tuple(segments)
 
 
-def _bracket(pattern: str, start: int) -> tuple[str, int] | None:
+def _bracket(pattern: str, start: int) -> tuple[_CharSet, int] | None:
     """Read the set starting at ``pattern[start] == '['``.
 
-    Returns (regex, index after the closing ``]``), or None when the
-    bracket is not closed.
+    Returns (set, index after the closing ``]``), or None when the bracket
+    is not closed.
     """
     i, n = start + 1, len(pattern)
     negate = i < n and pattern[i] in "!^"
     if negate:
         i += 1
-    members: list[str] = []
+    ranges: list[_Range] = []
     first = True
     while i < n:
         char = pattern[i]
         if char == "]" and not first:
-            body = "".join(members)
-            if not body:
-                return ("[^\\s\\S]" if not negate else "[\\s\\S]"), i + 1
-            return ("[^" if negate else "[") + body + "]", i + 1
+            return _charset(ranges, negate), i + 1
         first = False
         if char == "[" and pattern.startswith("[:", i):
             close = pattern.find(":]", i + 2)
@@ -343,7 +463,7 @@ def _bracket(pattern: str, start: int) -> tuple[str, int] | None:
                 name = pattern[i + 2:close]
                 if name not in _POSIX_CLASSES:
                     raise ValueError(f"unknown character class '[:{name}:]'")
-                members.append(_POSIX_CLASSES[name])
+                ranges.extend(_POSIX_CLASSES[name])
                 i = close + 2
                 continue
         if char == "\\":
@@ -363,8 +483,8 @@ def _bracket(pattern: str, start: int) -> tuple[str, int] | None:
                 high = pattern[i + 2]
                 step = 3
             i += step
-            if low <= high:
-                members.append(f"{re.escape(low)}-{re.escape(high)}")
+            if low <= high:  # "z-a" is empty
+                ranges.append((low, high))
             continue
-        members.append(re.escape(low))
+        ranges.append((low, low))
     return None

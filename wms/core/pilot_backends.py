@@ -2,7 +2,7 @@
 the checks of their queue parameters at configuration load.
 
 ``Backend`` names one of :data:`BACKEND_NAMES` (the classes are in
-wms/services/computing_elements.py). The ``slurm`` backend reads three
+wms/backends/base.py). The ``slurm`` backend reads three
 more parameters:
 
 * ``Partition``: the Slurm partition (``sbatch --partition``);
@@ -15,6 +15,21 @@ more parameters:
 The ``ssh`` backend reads ``SSHHost``, ``SSHUser``, ``SSHPort``, ``SSHKey``
 and ``SSHKnownHosts`` (absolute paths on the SiteDirector's host) and
 ``SSHDirectory`` (on the node).
+
+The ``arc`` backend (an ARC CE's A-REX, through its REST interface) reads
+``ARCEndpoint`` (the A-REX URL, ``https://host:port/arex``), the
+SiteDirector's credential as absolute paths on its host
+(``ARCCertificate`` and ``ARCKey``, or ``ARCProxy``, and/or
+``ARCTokenFile``), how it checks the CE's certificate (``ARCCAFile`` or
+``ARCCADirectory``, else the system's CAs), ``ARCQueue`` (the CE's queue)
+and ``ARCRSL`` (more xRSL relations, wms.core.xrsl).
+
+Every backend's pilots take the queue's payload isolation
+(:data:`PILOT_OPTIONS`, pilot/isolation.py): ``Isolation`` (``bubblewrap``,
+``apptainer`` or ``none``), ``IsolationPaths`` (more read-only paths),
+``IsolationCommand`` and ``IsolationImage`` (Apptainer), ``IfNoIsolation``
+(``owner`` or ``run``) and ``JobEnv`` (more of the pilot's environment for
+its payloads).
 """
 
 from __future__ import annotations
@@ -23,11 +38,19 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from wms.core import xrsl
 from wms.core.resources import CES_KEY, QUEUES_KEY
 
-BACKEND_NAMES = ("local", "slurm", "ssh")
+BACKEND_NAMES = ("local", "slurm", "ssh", "arc")
+# The sandbox modes of wms-pilot --isolation (pilot/isolation.py MODES; a test keeps them equal).
+ISOLATION_MODES = ("bubblewrap", "apptainer", "none")
+NO_ISOLATION = "none"
+# Queue parameters that become wms-pilot options of the queue's pilots.
+PILOT_OPTIONS = {"Isolation": "--isolation", "IsolationPaths": "--isolation-paths",
+                 "IsolationCommand": "--isolation-command", "IsolationImage": "--isolation-image",
+                 "IfNoIsolation": "--if-no-isolation", "JobEnv": "--job-env"}
 # Parameters a backend cannot do without, stated at the queue, its CE or its site.
-REQUIRED_PARAMETERS = {"ssh": ("SSHHost",)}
+REQUIRED_PARAMETERS = {"ssh": ("SSHHost",), "arc": ("ARCEndpoint",)}
 
 # sbatch options the slurm backend gives itself: where the log goes, which
 # environment travels, the job's name and directory, the answer's form.
@@ -42,6 +65,39 @@ def _backend(value: Any) -> str | None:
     if value not in BACKEND_NAMES:
         return f"unknown computing-element backend {value!r} (known: {', '.join(BACKEND_NAMES)})"
     return None
+
+
+def _one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value not in choices:
+            return f"expected one of {', '.join(choices)}, got {value!r}"
+        return None
+
+    return check
+
+
+def _names(what: str, absolute: bool = False) -> Callable[[Any], str | None]:
+    # A list, or one comma-separated string, of words without blanks (paths: absolute).
+    def word(item: Any) -> bool:
+        return (isinstance(item, str) and bool(item.strip()) and "," not in item
+                and not any(c.isspace() for c in item.strip()) and (not absolute or item.strip().startswith("/")))
+
+    def check(value: Any) -> str | None:
+        items = value if isinstance(value, list) else value.split(",") if isinstance(value, str) else None
+        if items is None or not all(word(item) for item in items):
+            return f"expected {what} (a list, or one string with commas), got {value!r}"
+        return None
+
+    return check
+
+
+def _one_line(what: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if not isinstance(value, str) or not value.strip() or "\n" in value:
+            return f"expected {what} on one line, got {value!r}"
+        return None
+
+    return check
 
 
 def _partition(value: Any) -> str | None:
@@ -99,6 +155,33 @@ def _directory(value: Any) -> str | None:
     return None
 
 
+def _arc_endpoint(value: Any) -> str | None:
+    # The URL goes into every reference and request: https, a host, no query, no blanks.
+    if (not isinstance(value, str) or not value.startswith("https://") or any(c.isspace() for c in value)
+            or "?" in value or "#" in value or len(value) <= len("https://")):
+        return f"expected the https URL of an A-REX (https://ce.example.org:443/arex), got {value!r}"
+    return None
+
+
+def _arc_rsl(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return f"expected xRSL relations as one string (\"(walltime=\"60\")(memory=\"2000\")\"), got {value!r}"
+    try:
+        names = xrsl.relation_attributes(value)
+    except ValueError as exc:
+        return f"cannot read {value!r} as xRSL relations: {exc}"
+    for name in names:
+        if name in xrsl.RESERVED_ATTRIBUTES:
+            return f"{name!r} is set by the arc backend itself (what runs, its files, its name and queue) and may not be changed"
+    return None
+
+
+def _arc_queue(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip() or any(c.isspace() or c in '"()' for c in value):
+        return f"expected an ARC queue name (no blanks, quotes or parentheses), got {value!r}"
+    return None
+
+
 _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "backend": _backend,
     "partition": _partition,
@@ -110,6 +193,21 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "sshkey": _absolute_path("a private key"),
     "sshknownhosts": _absolute_path("a known_hosts file"),
     "sshdirectory": _directory,
+    "arcendpoint": _arc_endpoint,
+    "arccertificate": _absolute_path("a certificate (PEM)"),
+    "arckey": _absolute_path("a private key (PEM)"),
+    "arcproxy": _absolute_path("a proxy certificate (PEM, certificate and key)"),
+    "arccafile": _absolute_path("a file of CA certificates (PEM)"),
+    "arccadirectory": _absolute_path("a directory of CA certificates"),
+    "arctokenfile": _absolute_path("a file holding a token"),
+    "arcqueue": _arc_queue,
+    "arcrsl": _arc_rsl,
+    "isolation": _one_of(*ISOLATION_MODES),
+    "isolationpaths": _names("absolute paths", absolute=True),
+    "isolationcommand": _one_line("a command template"),
+    "isolationimage": _one_line("a container image"),
+    "ifnoisolation": _one_of("owner", "run"),
+    "jobenv": _names("environment variable names (NAME or PREFIX_*)"),
 }
 
 

@@ -53,6 +53,12 @@ class SandboxFile:
         return {"name": self.name, "size": self.size, "sha256": self.sha256}
 
 
+#: The files of the job's directory its stdout and stderr go to when its JDL
+#: names none (DIRAC's StdOutput/StdError name others); the pilot's too.
+STDOUT_NAME = "std.out"
+STDERR_NAME = "std.err"
+
+
 def check_name(name: str, where: str = "sandbox file") -> str:
     """``name`` if it can be a file of a job's directory, InvalidInput otherwise.
 
@@ -122,6 +128,22 @@ def check_file_size(name: str, size: int, limits: SandboxLimits, where: str) -> 
     if size > limits.file_bytes:
         raise TooLarge(f"{where}: sandbox file {name!r} is {size} bytes, more than {limits.file_bytes} "
                        "(sandboxes.file_bytes)")
+
+
+#: The most contents one GET /sandboxes/limits may leave out of its figures (``sha256``, the
+#: files a submission is about to send): 100 digests are 7 KB of query, well within what a
+#: server takes in a request line.
+MAX_LEFT_OUT = 100
+
+
+def check_quota(who: str, held: int, adding: int, quota: int, key: str, what: str = "this file") -> None:
+    """Refuse (TooLarge, 413) ``what`` of ``adding`` bytes when ``who`` already holds ``held``
+    bytes and ``quota`` (0: none) would be passed; reaching it exactly is allowed. The one rule
+    for the upload (the server, before and after the body) and for `wms submit`'s check before
+    it uploads anything."""
+    if quota and held + adding > quota:
+        raise TooLarge(f"{who} hold {held:,} bytes; the quota is {quota:,} (sandboxes.{key}); "
+                       f"{what} adds {adding:,}")
 
 
 def check_job_size(files: Iterable[SandboxFile], limits: SandboxLimits, where: str) -> None:

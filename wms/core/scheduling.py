@@ -63,17 +63,6 @@ class SchedulingRequest:
     tags: tuple[str, ...] = ()
     processors: int = 1
 
-    @classmethod
-    def from_definition(cls, definition: Mapping[str, Any]) -> "SchedulingRequest":
-        """From a stored task queue definition (see optimizers.task_queue)."""
-        return cls(
-            sites=tuple(definition.get("sites") or ()),
-            banned_sites=tuple(definition.get("banned_sites") or ()),
-            platforms=tuple(definition.get("platforms") or ()),
-            cpu_time=int(definition.get("cpu_time") or 0),
-            tags=tuple(definition.get("tags") or ()),
-            processors=int(definition.get("number_of_processors") or 1),
-        )
 
 
 def parameter(params: ParameterMap, *names: str) -> Any:

@@ -6,7 +6,9 @@
 * ``ar:<id>|<scope>``: what advance reservation <id> booked at <scope>,
   used by its own jobs;
 * ``rqs:<set>/<rule>:<instance>``: a resource quota rule instance (built
-  and read by core/quotas/evaluate.py, whose rules name the instances).
+  and read by core/quotas/evaluate.py, whose rules name the instances);
+* ``pilot:<pilot id>``: the slots a pilot's token holds, within what it
+  declared (core/match/pilot_slots.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from wms.core.resources import QueueRef
 
 GLOBAL_SCOPE = "global"
 _RESERVATION = "ar:"
+PILOT_PREFIX = "pilot:"
 
 
 def host_scope(host: str) -> str:
@@ -23,6 +26,10 @@ def host_scope(host: str) -> str:
 
 def queue_scope(ref: QueueRef) -> str:
     return f"queue:{ref.name}"
+
+
+def pilot_scope(pilot_id: str) -> str:
+    return f"{PILOT_PREFIX}{pilot_id}"
 
 
 def reservation_scope(ar_id: int, scope: str) -> str:

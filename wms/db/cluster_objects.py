@@ -38,6 +38,17 @@ def put_object(conn: Connection, kind: str, text: str, user: str, now: datetime)
     return version(conn, kind)
 
 
+def add_if_missing(conn: Connection, kind: str, text: str, user: str, now: datetime) -> bool:
+    """Store ``text`` as version 1 of ``kind`` unless a row exists; True if this call stored it.
+
+    Two processes racing to create the same object agree: one insert wins,
+    the other is skipped, and both read the winner's text afterwards."""
+    return bool(insert_ignoring_duplicates(
+        conn, cluster_objects, [{"kind": kind, "text": text, "version": 1, "updated": now, "updated_by": user}],
+        ["kind"],
+    ))
+
+
 def ensure(conn: Connection, kind: str, user: str, now: datetime) -> None:
     """A row for ``kind`` exists: at version 0, never stored, if it is new."""
     insert_ignoring_duplicates(

@@ -180,17 +180,19 @@ def set_status(
     now: datetime,
     *,
     expect: Collection[str] | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> list[int]:
     """Move jobs to ``status`` and record it; the ids that changed, in input order.
 
     With ``expect``, only the jobs whose current status is one of ``expect``
     change (a conditional update: safe against a concurrent change of the
-    same job). History is written for exactly the jobs that changed.
+    same job). ``values``: more columns to set with the status. History is
+    written for exactly the jobs that changed.
     """
     ids = list(dict.fromkeys(job_ids))
     changed: set[int] = set()
     for chunk in chunked(ids):
-        changed.update(_update_status(conn, chunk, status, minor_status, now, expect))
+        changed.update(_update_status(conn, chunk, status, minor_status, now, expect, values or {}))
     result = [job_id for job_id in ids if job_id in changed]
     add_history(
         conn,
@@ -209,11 +211,13 @@ def _update_status(
     minor_status: str,
     now: datetime,
     expect: Collection[str] | None,
+    values: Mapping[str, Any],
 ) -> list[int]:
     condition = jobs.c.job_id.in_(job_ids)
     if expect is not None:
         condition = condition & jobs.c.status.in_(list(expect))
-    stmt = update(jobs).where(condition).values(status=status, minor_status=minor_status, last_update_time=now)
+    stmt = update(jobs).where(condition).values(status=status, minor_status=minor_status, last_update_time=now,
+                                                **values)
     if conn.dialect.update_returning:
         return conn.execute(stmt.returning(jobs.c.job_id)).scalars().all()
     # MariaDB has no UPDATE .. RETURNING: lock the rows that qualify, then
@@ -224,17 +228,10 @@ def _update_status(
     return locked
 
 
-def set_minor_status(
-    conn: Connection, job_ids: Iterable[int], minor: str, now: datetime | None = None
-) -> int:
-    """Set the minor status of jobs (and their last update time, given ``now``); how many matched."""
-    values: dict[str, Any] = {"minor_status": minor}
-    if now is not None:
-        values["last_update_time"] = now
-    count = 0
-    for chunk in chunked(list(job_ids)):
-        count += conn.execute(update(jobs).where(jobs.c.job_id.in_(chunk)).values(**values)).rowcount
-    return count
+def waiting_jobs_of_task_queue(conn: Connection, tq_id: int) -> list[int]:
+    """The ids of the task queue's waiting jobs."""
+    stmt = select(jobs.c.job_id).where(jobs.c.task_queue_id == tq_id, jobs.c.status == "Waiting")
+    return list(conn.execute(stmt).scalars())
 
 
 def set_task_queue_minor_status(
@@ -250,6 +247,30 @@ def set_task_queue_minor_status(
         .values(minor_status=minor, last_update_time=now)
     )
     return conn.execute(stmt).rowcount
+
+
+def set_running_minor_status(conn: Connection, job_id: int, attempt: int, minor: str, now: datetime) -> str:
+    """Set the minor status of a job Running in ``attempt``: "changed", "same" (it
+    already carries ``minor``: nothing written) or "not running" (another state or attempt).
+
+    Conditional, so that a job that ends or is handed out again meanwhile
+    is never touched; the update locks the row for the rest of the
+    transaction, so two changes of one job's minor status queue."""
+    running = (jobs.c.job_id == job_id) & (jobs.c.attempt == attempt) & (jobs.c.status == "Running")
+    if conn.execute(update(jobs).where(running, jobs.c.minor_status != minor)
+                    .values(minor_status=minor, last_update_time=now)).rowcount == 1:
+        return "changed"
+    same = conn.execute(select(func.count()).select_from(jobs).where(running, jobs.c.minor_status == minor)).scalar()
+    return "same" if same else "not running"
+
+
+def count_history_since(conn: Connection, job_id: int, minor_prefix: str, since: datetime) -> int:
+    """How many history entries of the job from ``since`` on have a minor status starting with ``minor_prefix``."""
+    return conn.execute(
+        select(func.count()).select_from(status_history).where(
+            status_history.c.job_id == job_id, status_history.c.time >= since,
+            status_history.c.minor_status.startswith(minor_prefix, autoescape=True))
+    ).scalar() or 0
 
 
 def get_jobs(conn: Connection, job_ids: Iterable[int]) -> list[dict[str, Any]]:
@@ -275,10 +296,16 @@ def list_jobs(
     limit: int | None = None,
     pilot_id: str | None = None,
     any_of: Mapping[str, str] | None = None,
+    after: int | None = None,
+    descending: bool = False,
 ) -> list[dict[str, Any]]:
-    """Jobs by id, optionally of one owner, held by one pilot, and in the given status(es);
-    ``any_of`` (column -> value): only jobs where at least one of these columns holds its value."""
-    stmt = select(jobs).order_by(jobs.c.job_id)
+    """Jobs by id (``descending``: newest first), optionally of one owner, held by one pilot, and in
+    the given status(es); ``any_of`` (column -> value): only jobs where at least one of these columns
+    holds its value; ``after``: only ids that come after it in that order (the keyset of a page,
+    wms/core/paging.py)."""
+    stmt = select(jobs).order_by(jobs.c.job_id.desc() if descending else jobs.c.job_id)
+    if after is not None:
+        stmt = stmt.where(jobs.c.job_id < after if descending else jobs.c.job_id > after)
     if any_of:
         stmt = stmt.where(any_column_holds(any_of))
     if owner is not None:
@@ -287,6 +314,9 @@ def list_jobs(
         stmt = stmt.where(jobs.c.pilot_id == pilot_id)
     if status is not None:
         stmt = stmt.where(jobs.c.status.in_(_statuses(status)))
+    else:
+        # A deleted job (wms delete) leaves every list; asked for by state or id it is still there.
+        stmt = stmt.where(jobs.c.status != "Deleted")
     if limit is not None:
         stmt = stmt.limit(limit)
     return [dict(row) for row in conn.execute(stmt).mappings().all()]
@@ -315,13 +345,3 @@ def get_history(conn: Connection, job_id: int) -> list[dict[str, Any]]:
         .order_by(status_history.c.entry_id)
     )
     return [dict(row) for row in conn.execute(stmt).mappings().all()]
-
-
-def jobs_of_pool(conn: Connection, pool_id: str, status: str | Collection[str]) -> list[int]:
-    """Ids of the pool's jobs in the given status(es), ascending."""
-    stmt = (
-        select(jobs.c.job_id)
-        .where(jobs.c.submit_pool == pool_id, jobs.c.status.in_(_statuses(status)))
-        .order_by(jobs.c.job_id)
-    )
-    return conn.execute(stmt).scalars().all()

@@ -41,7 +41,7 @@ from sqlalchemy.exc import DBAPIError
 
 from wms.core.states import JobStatus
 from wms.db.engine import insert_ignoring_duplicates, routine_committed
-from wms.db.jobs import add_history
+from wms.db.jobs import add_history, chunked
 from wms.db.pilots import FINAL_STATES as PILOT_FINAL_STATES
 from wms.db.schema import (
     cluster_objects, job_debits, job_jdls, job_outputs, jobs, pilots, resource_usage, task_queues,
@@ -88,6 +88,26 @@ def ensure_usage_rows(conn: Connection, keys: Iterable[tuple[str, str]]) -> None
     """Create missing usage rows at zero (the debit updates an existing row)."""
     rows = [{"scope": s, "resource": r, "used": 0.0} for s, r in sorted(set(keys))]
     insert_ignoring_duplicates(conn, resource_usage, rows, ["scope", "resource"])
+
+
+def idle_rows(conn: Connection, scope_prefix: str, resource: str) -> list[str]:
+    """The scopes starting with ``scope_prefix`` whose ``resource`` row holds nothing now."""
+    stmt = select(resource_usage.c.scope).where(
+        resource_usage.c.scope.startswith(scope_prefix, autoescape=True), resource_usage.c.resource == resource,
+        resource_usage.c.used <= 0)
+    return list(conn.execute(stmt).scalars().all())
+
+
+def delete_idle_rows(conn: Connection, scopes: Sequence[str], resource: str) -> int:
+    """Delete those usage rows that still hold nothing (a claim debiting one
+    meanwhile keeps it: the condition is checked again on the locked row)."""
+    deleted = 0
+    ids = sorted(set(scopes))
+    for start in range(0, len(ids), 500):
+        deleted += conn.execute(delete(resource_usage).where(
+            resource_usage.c.scope.in_(ids[start:start + 500]), resource_usage.c.resource == resource,
+            resource_usage.c.used <= 0)).rowcount
+    return deleted
 
 
 @dataclass(frozen=True)
@@ -411,8 +431,14 @@ def expired_leases(conn: Connection, now: datetime) -> list[int]:
     return overdue_jobs(conn, JobStatus.MATCHED.value, jobs.c.lease_expires, now)
 
 
-_CLEARED_PLACEMENT = dict(pilot_id=None, host=None, queue="", lease_expires=None, matched_time=None,
+CLEARED_PLACEMENT = dict(pilot_id=None, host=None, queue="", lease_expires=None, matched_time=None,
                           start_time=None, heartbeat_time=None)
+
+
+def clear_placement(conn: Connection, job_ids: Sequence[int]) -> None:
+    """Forget which pilot, queue and host these jobs were handed to (they are locked, and leave Matched)."""
+    for chunk in chunked(sorted(set(job_ids))):
+        conn.execute(update(jobs).where(jobs.c.job_id.in_(chunk)).values(**CLEARED_PLACEMENT))
 
 
 def reschedule(
@@ -429,7 +455,7 @@ def reschedule(
         update(jobs)
         .where(*where, jobs.c.reschedule_count < max_reschedule)
         .values(status=WAITING, minor_status=minor_waiting, last_update_time=now,
-                reschedule_count=jobs.c.reschedule_count + 1, **_CLEARED_PLACEMENT)
+                reschedule_count=jobs.c.reschedule_count + 1, **CLEARED_PLACEMENT)
     ).rowcount
     if back:
         return WAITING
@@ -480,6 +506,28 @@ def jobs_of_ended_pilots(conn: Connection, limit: int = 1000) -> list[Orphan]:
 def silent_running_jobs(conn: Connection, cut: datetime) -> list[int]:
     """Running jobs whose last heartbeat is older than ``cut``."""
     return overdue_jobs(conn, JobStatus.RUNNING.value, jobs.c.heartbeat_time, cut)
+
+
+#: A Running job none of whose heartbeats has arrived yet: still in its start window.
+NO_HEARTBEAT_YET = jobs.c.heartbeat_time.is_(None)
+
+
+def unstarted_running_jobs(conn: Connection, cut: datetime, limit: int = 1000) -> list[int]:
+    """Running jobs recorded before ``cut`` that have had no heartbeat since."""
+    stmt = (select(jobs.c.job_id)
+            .where(jobs.c.status == JobStatus.RUNNING.value, NO_HEARTBEAT_YET, jobs.c.start_time < cut)
+            .order_by(jobs.c.job_id).limit(limit))
+    return list(conn.execute(stmt).scalars().all())
+
+
+def reopen_start_window(conn: Connection, job_id: int, pilot_id: str, attempt: int | None, now: datetime) -> bool:
+    """A repeated Running report of the pilot that holds the job, before its
+    first heartbeat: the start window opens again from ``now``; True if so."""
+    where = [jobs.c.job_id == job_id, jobs.c.pilot_id == pilot_id, jobs.c.status == JobStatus.RUNNING.value,
+             NO_HEARTBEAT_YET]
+    if attempt is not None:
+        where.append(jobs.c.attempt == attempt)
+    return conn.execute(update(jobs).where(*where).values(start_time=now, last_update_time=now)).rowcount == 1
 
 
 def store_output(conn: Connection, job_id: int, stdout: str, stderr: str, truncated: bool, now: datetime) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, func, insert, or_, select, update
 
 from wms.db.engine import insert_ignoring_duplicates
 from wms.db.schema import jobs, pilot_director_queues, pilots, task_queues
@@ -61,6 +61,12 @@ def set_state(conn: Connection, pilot_id: str, state: str, now: datetime, jobs_r
     return conn.execute(stmt).rowcount == 1
 
 
+def set_isolation(conn: Connection, pilot_id: str, isolation: str, note: str | None) -> bool:
+    """How the pilot isolates payloads, and why, as it says now; False if no such pilot."""
+    stmt = update(pilots).where(pilots.c.pilot_id == pilot_id).values(isolation=isolation, isolation_note=note)
+    return conn.execute(stmt).rowcount == 1
+
+
 def get_pilot(conn: Connection, pilot_id: str) -> dict[str, Any] | None:
     row = conn.execute(select(pilots).where(pilots.c.pilot_id == pilot_id)).mappings().one_or_none()
     return dict(row) if row is not None else None
@@ -72,11 +78,18 @@ def active_pilots(conn: Connection) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute(stmt).mappings().all()]
 
 
-def list_pilots(conn: Connection, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """Every pilot (or those in ``states``), oldest first."""
-    stmt = select(pilots).order_by(pilots.c.submitted, pilots.c.pilot_id)
+def list_pilots(conn: Connection, states: Iterable[str] | None = None, *, after: str | None = None,
+                limit: int | None = None) -> list[dict[str, Any]]:
+    """Every pilot (or those in ``states``), oldest first; paged (``after``, ``limit``): by pilot
+    id instead, on the primary key, those after ``after`` in the database's order of text."""
+    paged = after is not None or limit is not None
+    stmt = select(pilots).order_by(pilots.c.pilot_id if paged else pilots.c.submitted, pilots.c.pilot_id)
     if states is not None:
         stmt = stmt.where(pilots.c.state.in_(list(states)))
+    if after is not None:
+        stmt = stmt.where(pilots.c.pilot_id > after)
+    if limit is not None:
+        stmt = stmt.limit(limit)
     return [dict(r) for r in conn.execute(stmt).mappings().all()]
 
 
@@ -93,6 +106,27 @@ def count_by_state(conn: Connection, site: str, ce: str, queue: str, vo: str | N
     counts = dict.fromkeys(ACTIVE_STATES, 0)
     counts.update({state: int(n) for state, n in conn.execute(stmt).all()})
     return counts
+
+
+def recent_outcomes(conn: Connection, site: str, ce: str, queue: str, vo: str | None,
+                    limit: int) -> list[dict[str, Any]]:
+    """The last ``limit`` pilots of Site/CE/Queue and VO that ended or ran a job,
+    newest first: ``submitted``, ``last_update``, ``jobs_run``, ``state``."""
+    stmt = (
+        select(pilots.c.submitted, pilots.c.last_update, pilots.c.jobs_run, pilots.c.state)
+        .where(pilots.c.site == site, pilots.c.ce == ce, pilots.c.queue == queue,
+               (pilots.c.vo == vo) if vo is not None else pilots.c.vo.is_(None),
+               or_(pilots.c.state.in_(FINAL_STATES), pilots.c.jobs_run > 0))
+        .order_by(pilots.c.last_update.desc(), pilots.c.pilot_id.desc())
+        .limit(limit)
+    )
+    return [dict(r) for r in conn.execute(stmt).mappings().all()]
+
+
+def count_ran_nothing(conn: Connection) -> int:
+    """Pilots that ended without running a job."""
+    stmt = select(func.count()).select_from(pilots).where(pilots.c.state.in_(FINAL_STATES), pilots.c.jobs_run == 0)
+    return int(conn.execute(stmt).scalar_one())
 
 
 def lock_queue(conn: Connection, site: str, ce: str, queue: str, now: datetime) -> None:

@@ -110,23 +110,33 @@ def get_pool(conn: Connection, pool_id: str) -> dict[str, Any] | None:
     return {**row, "queues": [tuple(q) for q in conn.execute(stmt).all()]}
 
 
-def list_pools(conn: Connection) -> list[dict[str, Any]]:
-    """Every pool by id, with ``jobs`` (job count per status) and ``queue_count``."""
-    pools = {
-        row["pool_id"]: {**row, "jobs": {}, "queue_count": 0}
-        for row in conn.execute(select(submit_pools).order_by(submit_pools.c.pool_id)).mappings().all()
-    }
-    job_counts = (
-        select(jobs.c.submit_pool, jobs.c.status, func.count())
-        .where(jobs.c.submit_pool.is_not(None))
-        .group_by(jobs.c.submit_pool, jobs.c.status)
-    )
-    for pool_id, status, count in conn.execute(job_counts).all():
-        if pool_id in pools:
+def list_pools(conn: Connection, *, vo: str | None = None, after: str | None = None,
+               limit: int | None = None) -> list[dict[str, Any]]:
+    """Pools by id (of one ``vo`` when given; after the id ``after``; at most ``limit``), each
+    with ``jobs`` (job count per status) and ``queue_count``.
+
+    The counts are of these pools only: on the ``(submit_pool, status)`` index of jobs and the
+    primary key of pool_queues, so a page costs the index entries of its own pools' jobs, not a
+    pass over the whole jobs table."""
+    stmt = select(submit_pools).order_by(submit_pools.c.pool_id)
+    if vo is not None:
+        stmt = stmt.where(submit_pools.c.vo == vo)
+    if after is not None:
+        stmt = stmt.where(submit_pools.c.pool_id > after)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    pools = {row["pool_id"]: {**row, "jobs": {}, "queue_count": 0} for row in conn.execute(stmt).mappings().all()}
+    for chunk in chunked(list(pools)):
+        job_counts = (
+            select(jobs.c.submit_pool, jobs.c.status, func.count())
+            .where(jobs.c.submit_pool.in_(chunk))
+            .group_by(jobs.c.submit_pool, jobs.c.status)
+        )
+        for pool_id, status, count in conn.execute(job_counts).all():
             pools[pool_id]["jobs"][status] = count
-    queue_counts = select(pool_queues.c.pool_id, func.count()).group_by(pool_queues.c.pool_id)
-    for pool_id, count in conn.execute(queue_counts).all():
-        if pool_id in pools:
+        queue_counts = (select(pool_queues.c.pool_id, func.count()).where(pool_queues.c.pool_id.in_(chunk))
+                        .group_by(pool_queues.c.pool_id))
+        for pool_id, count in conn.execute(queue_counts).all():
             pools[pool_id]["queue_count"] = count
     return list(pools.values())
 

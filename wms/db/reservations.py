@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, Table, delete, func, insert, select, update
 
 from wms.core.states import JobStatus
 from wms.db.engine import insert_ignoring_duplicates
@@ -23,8 +23,9 @@ from wms.db.schema import (
 HOLDING = (JobStatus.MATCHED.value, JobStatus.RUNNING.value, JobStatus.STALLED.value)
 
 
-def lock_scopes(conn: Connection, scopes: Iterable[str]) -> None:
-    """Hold the grant lock of every scope until the transaction ends, in sorted order (no deadlock).
+def lock_scopes(conn: Connection, scopes: Iterable[str], table: Table = reservation_locks) -> None:
+    """Hold the grant lock of every scope until the transaction ends, in sorted order (no deadlock);
+    ``table``: the lock rows (one ``scope`` column), those of the grants unless another is named.
 
     A row lock on PostgreSQL and MariaDB; SQLite's writer lock (BEGIN
     IMMEDIATE) already serialises every grant.
@@ -33,24 +34,23 @@ def lock_scopes(conn: Connection, scopes: Iterable[str]) -> None:
     if not wanted:
         return
     if conn.dialect.name == "sqlite":
-        insert_ignoring_duplicates(conn, reservation_locks, [{"scope": s} for s in wanted], ["scope"])
+        insert_ignoring_duplicates(conn, table, [{"scope": s} for s in wanted], ["scope"])
         return
     # Lock rows that exist first; create only the missing ones. An INSERT
     # that ignores a duplicate takes a shared lock on the existing row on
     # MariaDB, and two grants each holding it then both asking for the
     # exclusive lock deadlock.
-    locked = _lock_existing(conn, wanted)
+    locked = _lock_existing(conn, wanted, table)
     missing = [s for s in wanted if s not in locked]
     if missing:
-        insert_ignoring_duplicates(conn, reservation_locks, [{"scope": s} for s in missing], ["scope"])
-        _lock_existing(conn, missing)
+        insert_ignoring_duplicates(conn, table, [{"scope": s} for s in missing], ["scope"])
+        _lock_existing(conn, missing, table)
 
 
-def _lock_existing(conn: Connection, scopes: list[str]) -> set[str]:
+def _lock_existing(conn: Connection, scopes: list[str], table: Table) -> set[str]:
     locked: set[str] = set()
     for chunk in chunked(scopes):
-        stmt = (select(reservation_locks.c.scope).where(reservation_locks.c.scope.in_(chunk))
-                .order_by(reservation_locks.c.scope).with_for_update())
+        stmt = select(table.c.scope).where(table.c.scope.in_(chunk)).order_by(table.c.scope).with_for_update()
         locked.update(conn.execute(stmt).scalars().all())
     return locked
 
@@ -122,12 +122,18 @@ def get(conn: Connection, ar_id: int, *, lock: bool = False) -> dict[str, Any] |
 
 
 def list_reservations(conn: Connection, states: Iterable[str] | None = None,
-                      ids: Iterable[int] | None = None) -> list[dict[str, Any]]:
+                      ids: Iterable[int] | None = None, *, after: int | None = None,
+                      limit: int | None = None) -> list[dict[str, Any]]:
+    """Reservations by id (in ``states``, of ``ids``), after the id ``after``, at most ``limit``."""
     stmt = select(reservations).order_by(reservations.c.ar_id)
     if states is not None:
         stmt = stmt.where(reservations.c.state.in_(list(states)))
     if ids is not None:
         stmt = stmt.where(reservations.c.ar_id.in_(list(ids)))
+    if after is not None:
+        stmt = stmt.where(reservations.c.ar_id > after)
+    if limit is not None:
+        stmt = stmt.limit(limit)
     return [dict(r) for r in conn.execute(stmt).mappings().all()]
 
 
@@ -231,16 +237,19 @@ def reservations_of_task_queues(conn: Connection, tq_ids: Sequence[int]) -> dict
     return out
 
 
-def finished_jobs(conn: Connection, any_of: Mapping[str, str] | None = None,
+def finished_jobs(conn: Connection, any_of: Mapping[str, str] | None = None, *, before: int | None = None,
                   limit: int = 10000) -> list[dict[str, Any]]:
-    """Accounting records: finished jobs with the reservation they ran in, newest first;
-    ``any_of`` (column -> value): only jobs where at least one of these columns holds its value."""
+    """Accounting records: finished jobs with the reservation they ran in, newest first (ids
+    below ``before``, the keyset of a page); ``any_of`` (column -> value): only jobs where at
+    least one of these columns holds its value."""
     final = [JobStatus.DONE.value, JobStatus.FAILED.value, JobStatus.KILLED.value]
     stmt = (select(jobs.c.job_id, jobs.c.owner, jobs.c.owner_group, jobs.c.status, jobs.c.queue, jobs.c.host,
                    jobs.c.slots, jobs.c.start_time, jobs.c.end_time, jobs.c.last_update_time, jobs.c.exit_code,
                    task_queues.c.reservation_id)
             .join(task_queues, task_queues.c.tq_id == jobs.c.task_queue_id)
             .where(jobs.c.status.in_(final)).order_by(jobs.c.job_id.desc()).limit(limit))
+    if before is not None:
+        stmt = stmt.where(jobs.c.job_id < before)
     if any_of:
         stmt = stmt.where(any_column_holds(any_of))
     return [dict(r) for r in conn.execute(stmt).mappings().all()]

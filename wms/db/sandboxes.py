@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, exists, func, insert, select, update
+from sqlalchemy import Connection, delete, exists, func, insert, select, union, update
 
 from wms.db.engine import insert_ignoring_duplicates
 from wms.db.jobs import chunked
@@ -41,6 +41,22 @@ def uploads_of(conn: Connection, owner: str, digests: Collection[str]) -> dict[s
 def forget_uploads(conn: Connection, before: datetime) -> int:
     """Upload records older than ``before``: their content stays while a job names it."""
     return conn.execute(delete(sandbox_uploads).where(sandbox_uploads.c.uploaded < before)).rowcount
+
+
+def bytes_held(conn: Connection, owner: str | None = None, but: Collection[str] = ()) -> int:
+    """Bytes of the distinct contents ``owner`` uploaded or their jobs name (every user's,
+    when ``owner`` is None), leaving out the contents ``but``: one indexed read of the owner's
+    uploads and of their jobs' files (of every file for the total)."""
+    uploads = select(sandbox_uploads.c.sha256, sandbox_uploads.c.size)
+    files = select(sandbox_files.c.sha256, sandbox_files.c.size)
+    if owner is not None:
+        uploads = uploads.where(sandbox_uploads.c.owner == owner)
+        files = files.join(jobs, jobs.c.job_id == sandbox_files.c.job_id).where(jobs.c.owner == owner)
+    if but:
+        uploads = uploads.where(sandbox_uploads.c.sha256.not_in(list(but)))
+        files = files.where(sandbox_files.c.sha256.not_in(list(but)))
+    held = union(uploads, files).subquery()          # UNION, not UNION ALL: each content once
+    return int(conn.execute(select(func.coalesce(func.sum(held.c.size), 0))).scalar_one())
 
 
 # -- the files of jobs --------------------------------------------------------
@@ -75,10 +91,6 @@ def file_of(conn: Connection, job_id: int, kind: str, name: str, attempt: int | 
             ) -> dict[str, Any] | None:
     row = conn.execute(_files(job_id, kind, attempt).where(sandbox_files.c.name == name)).mappings().first()
     return dict(row) if row is not None else None
-
-
-def count_files(conn: Connection) -> int:
-    return conn.execute(select(func.count()).select_from(sandbox_files)).scalar_one()
 
 
 def drop_files_of_finished_jobs(conn: Connection, final_states: Collection[str], before: datetime) -> int:

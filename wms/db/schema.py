@@ -107,12 +107,18 @@ jobs = Table(
     # Each hand-out of the job is an attempt: the claim counts it up, and
     # the pilot's reports quote it, so those of an earlier attempt are refused.
     Column("attempt", Integer, nullable=False, default=0, server_default="0"),
+    # The holds on a Held job: Grid Engine's hold types (qhold -h), a letter
+    # each of u (user), o (operator), s (system) (wms.core.states.HoldType);
+    # None when nobody holds it.
+    Column("hold_types", String(8), nullable=True),
     Index("ix_jobs_owner_status", "owner", "status"),
     Index("ix_jobs_status", "status"),
     # The lease reaper looks for matched jobs whose lease has run out.
     Index("ix_jobs_status_lease", "status", "lease_expires"),
-    # The pool cleaner and jobs_of_pool ask for a pool's jobs in given states.
+    # The pool cleaner asks for a pool's jobs in given states.
     Index("ix_jobs_submit_pool", "submit_pool", "status"),
+    # A VO's jobs counted by state at submission (wms.yaml caps.vo_*).
+    Index("ix_jobs_vo_status", "vo", "status"),
     # Job ids are never reused, on SQLite too (INTEGER PRIMARY KEY alone
     # hands out a deleted highest id again).
     sqlite_autoincrement=True,
@@ -126,6 +132,20 @@ job_jdls = Table(
     Column("original_jdl", LongText, nullable=False),
     # ...and as the optimizer chain left it (Site, SubmitPool, Owner set).
     Column("jdl", LongText, nullable=False),
+)
+
+# The holds on a Held job, one row per hold type (wms.core.holds): who set
+# it, why and when, so that `wms why`, the minor status and a release can
+# say it. Written with the job's hold_types in one transaction; gone when
+# the hold is released. No foreign key, as for the history below.
+job_holds = Table(
+    "job_holds",
+    metadata,
+    Column("job_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("hold_type", String(1), primary_key=True),
+    Column("holder", Name, nullable=False),
+    Column("reason", String(512), nullable=False, default=""),
+    Column("time", UtcDateTime, nullable=False),
 )
 
 # Append-only and written in the same transaction as the job it describes,
@@ -253,6 +273,13 @@ tokens = Table(
     Column("pilot_id", Name, nullable=True),
     # When the token was revoked; the row stays so that a refusal can say so.
     Column("revoked", UtcDateTime, nullable=True),
+    # What the token's pilot declared (POST /pilots/token/renew) or the
+    # SiteDirector gave it: the slots its token may hold at once (None: no
+    # declaration, no cap; a later declaration may only lower it), and how
+    # it isolates payloads (bubblewrap, apptainer, none) and why.
+    Column("slots", Integer, nullable=True),
+    Column("isolation", String(16), nullable=True),
+    Column("isolation_note", String(255), nullable=True),
     Index("ix_tokens_pilot_id", "pilot_id"),
 )
 
@@ -291,6 +318,9 @@ pilots = Table(
     Column("last_update", UtcDateTime, nullable=False),
     # The VO whose token the pilot carries and whose jobs it runs (None: any, older pilots).
     Column("vo", Name, nullable=True),
+    # How the pilot isolates payloads and why, as it last declared (None: it has not said).
+    Column("isolation", String(16), nullable=True),
+    Column("isolation_note", String(255), nullable=True),
     # The SiteDirector counts a queue's pilots by state.
     Index("ix_pilots_site_ce_queue_state", "site", "ce", "queue", "state"),
     Index("ix_pilots_state", "state"),
@@ -362,6 +392,15 @@ reservation_locks = Table(
     "reservation_locks",
     metadata,
     Column("scope", Scope, primary_key=True),
+)
+
+# One row per user ("user:<name>") and VO ("vo:<name>") whose jobs are capped
+# (wms.yaml caps): a submission holds its rows while it counts and inserts, so
+# two submissions of one user or VO never both pass the cap (wms/db/caps.py).
+submission_locks = Table(
+    "submission_locks",
+    metadata,
+    Column("scope", String(300), primary_key=True),
 )
 
 # -- sandboxes (wms/db/sandboxes.py; docs/architecture.md, "Sandboxes") --------

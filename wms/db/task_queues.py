@@ -8,11 +8,11 @@ the caller's connection and never commit.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, exists, func, select, update
+from sqlalchemy import Connection, delete, exists, func, or_, select, update
 
 from wms.core.states import FINAL_STATES, JobStatus
 from wms.db.engine import insert_ignoring_duplicates
@@ -60,20 +60,30 @@ def get_or_create_task_queues(
     return {key: found[key] for key in wanted}
 
 
-def list_task_queues(conn: Connection) -> list[dict[str, Any]]:
-    """Every task queue by id, with ``waiting_jobs``: how many of its jobs are Waiting."""
-    waiting = (
-        select(jobs.c.task_queue_id, func.count().label("n"))
-        .where(jobs.c.status == JobStatus.WAITING.value)
-        .group_by(jobs.c.task_queue_id)
-        .subquery()
-    )
-    stmt = (
-        select(task_queues, func.coalesce(waiting.c.n, 0).label("waiting_jobs"))
-        .select_from(task_queues.outerjoin(waiting, waiting.c.task_queue_id == task_queues.c.tq_id))
-        .order_by(task_queues.c.tq_id)
-    )
-    return [dict(row) for row in conn.execute(stmt).mappings().all()]
+def list_task_queues(conn: Connection, *, any_of: Mapping[str, str] | None = None, after: int | None = None,
+                     limit: int | None = None) -> list[dict[str, Any]]:
+    """Task queues by id, with ``waiting_jobs``: how many of its jobs are Waiting. ``any_of``
+    (column -> value): only those where at least one of these columns holds its value;
+    ``after``: ids after it; ``limit``: at most that many.
+
+    The waiting jobs are counted for these task queues only, on the claim index (task queue,
+    status, ...): a page costs the index entries of its own waiting jobs, not a pass over the
+    jobs table."""
+    stmt = select(task_queues).order_by(task_queues.c.tq_id)
+    if any_of:
+        stmt = stmt.where(or_(*(task_queues.c[column] == value for column, value in any_of.items())))
+    if after is not None:
+        stmt = stmt.where(task_queues.c.tq_id > after)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    rows = {row["tq_id"]: {**row, "waiting_jobs": 0} for row in conn.execute(stmt).mappings().all()}
+    for chunk in chunked(list(rows)):
+        waiting = (select(jobs.c.task_queue_id, func.count())
+                   .where(jobs.c.task_queue_id.in_(chunk), jobs.c.status == JobStatus.WAITING.value)
+                   .group_by(jobs.c.task_queue_id))
+        for tq_id, count in conn.execute(waiting).all():
+            rows[tq_id]["waiting_jobs"] = int(count)
+    return list(rows.values())
 
 
 def delete_empty_task_queues(conn: Connection) -> int:

@@ -10,6 +10,9 @@ one place for these rules (docs/security.md, "Permissions").
   tokens"): it reports, heartbeats and uploads output only for the jobs
   given to that pilot, reads of those jobs only what it needs to run them
   (their status and JDL), and asks only for jobs of its token's VO.
+* A job token (docs/security.md, "Job tokens") speaks for one attempt of
+  one job, and only while that attempt is alive: it reads that job's
+  status and JDL and sets its application status, nothing else.
 * An object the caller may not see answers as a missing one would (the
   same status and the same message), so that ids cannot be probed.
 """
@@ -22,18 +25,28 @@ from typing import TYPE_CHECKING, Any
 
 from wms.core.identity import Identity
 from wms.core.reservations.access import on_acl
+from wms.core.states import JobStatus
 from wms.core.visibility import ALL, GROUP, VO, Holder, Visibility, in_scope
 
 if TYPE_CHECKING:
     from wms.services.runtime import Runtime
 
-USER, PILOT, OPERATOR, MANAGER = "user", "pilot", "operator", "manager"
-ROLES = (USER, PILOT, OPERATOR, MANAGER)
+USER, PILOT, OPERATOR, MANAGER, JOB = "user", "pilot", "operator", "manager", "job"
+# The roles of stored tokens (`wms admin token create`, the SiteDirector's).
+TOKEN_ROLES = (USER, PILOT, OPERATOR, MANAGER)
+# JOB is a job token's: minted by the Matcher with each hand-out, never stored.
+ROLES = (*TOKEN_ROLES, JOB)
 ADMINS = frozenset({OPERATOR, MANAGER})
 
-# What of a job one asks for; a pilot reads only what it needs to run the jobs it holds.
+# What of a job one asks for; a pilot reads only what it needs to run the jobs it holds,
+# a job token the same of its own job.
 STATUS, JDL, HISTORY, OUTPUT, WHY, MATCH_QUEUES = "status", "JDL", "history", "output", "why", "match-queues"
 PILOT_READS = frozenset({STATUS, JDL})
+JOB_READS = frozenset({STATUS, JDL})
+
+# The states in which a job's attempt is alive: handed out and not over.
+# A job token works only while its attempt is in one of them.
+ATTEMPT_ALIVE = frozenset({JobStatus.MATCHED.value, JobStatus.RUNNING.value})
 
 
 def policy(runtime: Runtime) -> Visibility:
@@ -55,7 +68,28 @@ def may_see_job(identity: Identity, job: dict[str, Any], policy: Visibility) -> 
         return True
     if identity.role == PILOT:
         return identity.pilot_id is not None and job["pilot_id"] == identity.pilot_id
+    if identity.role == JOB:
+        return job_token_holds(identity, job)
     return in_scope(policy.jobs, viewer(identity), Holder(job["owner"], job["owner_group"], job["vo"]))
+
+
+def job_token_holds(identity: Identity, job: dict[str, Any]) -> bool:
+    """Whether the caller is a job token of ``job``'s current attempt, and that attempt alive.
+
+    Checked on every use (the token names the attempt, the row says
+    whether it goes on): a token outlives nothing of its attempt."""
+    return (identity.role == JOB and identity.job_id == job["job_id"] and identity.attempt == job["attempt"]
+            and job["status"] in ATTEMPT_ALIVE)
+
+
+def may_set_application_status(identity: Identity, job: dict[str, Any]) -> bool:
+    """Who may set a job's application status: its job token, the pilot holding it,
+    operators and managers (never a user: it is the running payload's own line)."""
+    if identity.role in ADMINS:
+        return True
+    if identity.role == PILOT:
+        return identity.pilot_id is not None and job["pilot_id"] == identity.pilot_id
+    return job_token_holds(identity, job)
 
 
 def job_columns_seen(identity: Identity, policy: Visibility) -> dict[str, str] | None:
@@ -63,26 +97,38 @@ def job_columns_seen(identity: Identity, policy: Visibility) -> dict[str, str] |
     :func:`may_see_job`'s rule (``in_scope``) written as a query, so that the database filters.
 
     Only for users and administrators: a pilot lists the jobs it holds."""
-    if identity.role in ADMINS or policy.jobs == ALL:
+    return _columns_seen(identity, policy.jobs)
+
+
+def task_queue_columns_seen(identity: Identity, policy: Visibility) -> dict[str, str] | None:
+    """The task queues a user may list (visibility.task_queues; administrators all), as
+    :func:`job_columns_seen` says of jobs."""
+    return _columns_seen(identity, policy.task_queues)
+
+
+def _columns_seen(identity: Identity, scope: str) -> dict[str, str] | None:
+    """``in_scope(scope, viewer(identity), owner)`` as the owner columns (owner, owner_group, vo)
+    any one of which must hold the viewer's value; None: every row (administrators, scope all)."""
+    if identity.role in ADMINS or scope == ALL:
         return None
     columns = {"owner": identity.user}
-    if policy.jobs == GROUP:
+    if scope == GROUP:
         columns["owner_group"] = identity.group
-    elif policy.jobs == VO:
+    elif scope == VO:
         columns["vo"] = identity.vo
     return columns
-
-
-def may_see_task_queue(identity: Identity, tq: dict[str, Any], policy: Visibility) -> bool:
-    if identity.role in ADMINS:
-        return True
-    return in_scope(policy.task_queues, viewer(identity), Holder(tq["owner"], tq["owner_group"], tq["vo"]))
 
 
 def may_see_pool(identity: Identity, vo: str, policy: Visibility) -> bool:
     """A submit pool is a VO's requirements and job count, with no owner: its VO's users and
     pilots see it, everybody when task queues are visible to all."""
-    return identity.role in ADMINS or policy.task_queues == ALL or identity.vo == vo
+    seen = pool_vo_seen(identity, policy)
+    return seen is None or seen == vo
+
+
+def pool_vo_seen(identity: Identity, policy: Visibility) -> str | None:
+    """The VO whose pools the caller may list (:func:`may_see_pool` as a query); None: every VO's."""
+    return None if identity.role in ADMINS or policy.task_queues == ALL else identity.vo
 
 
 def may_see_reservation(identity: Identity, reservation: dict[str, Any], policy: Visibility,

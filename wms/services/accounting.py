@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from wms.core.identity import Identity
+from wms.core.paging import Page, Slice
 from wms.core.reservations.states import ARState
 from wms.core.states import FINAL_STATES
 from wms.db import reservations as ar_db
@@ -17,11 +18,19 @@ from wms.services.runtime import Runtime
 
 
 def reservations(runtime: Runtime, identity: Identity, now: datetime) -> list[dict[str, Any]]:
-    """Per reservation: slot-seconds reserved and used by its jobs (specs/003 5.4); of the
+    """Per reservation, by id: slot-seconds reserved and used by its jobs (specs/003 5.4); of the
     reservations the caller may see (visibility.reservations)."""
+    return reservations_page(runtime, identity, now).rows
+
+
+def reservations_page(runtime: Runtime, identity: Identity, now: datetime, page: Page | None = None) -> Slice:
+    """Per reservation, by id: slot-seconds reserved and used by its jobs (specs/003 5.4); of the
+    reservations the caller may see (visibility.reservations), among the page's ``size``
+    reservations after its key (an access list is read row by row: a :class:`Slice`); without,
+    every one."""
     policy, usersets = access.policy(runtime), runtime.config.cluster.usersets
     with reading(runtime.engine) as conn:
-        rows = ar_db.list_reservations(conn)
+        rows = ar_db.list_reservations(conn, after=page.after if page else None, limit=page.size if page else None)
         out = []
         for row in rows:
             if not access.may_see_reservation(identity, row, policy, usersets):
@@ -42,14 +51,19 @@ def reservations(runtime: Runtime, identity: Identity, now: datetime) -> list[di
                         "account": row["account"], "state": row["state"], "slots": slots,
                         "reserved_slot_seconds": round(reserved), "used_slot_seconds": round(used),
                         "jobs": len(jobs)})
-    return out
+    return Slice(out, rows[-1]["ar_id"] if page is not None and len(rows) == page.size else None)
 
 
-def jobs(runtime: Runtime, identity: Identity) -> list[dict[str, Any]]:
-    """One record per finished job, carrying its reservation id (specs/003 5.4.3.1); of the
-    jobs the caller may see (visibility.jobs)."""
+def jobs(runtime: Runtime, identity: Identity, page: Page | None = None) -> list[dict[str, Any]]:
+    """One record per finished job, newest first, carrying its reservation id (specs/003 5.4.3.1);
+    of the jobs the caller may see (visibility.jobs). With ``page``: those below its key, and one
+    more than the page holds when there are more (wms/api/paging.py)."""
     with reading(runtime.engine) as conn:
-        rows = ar_db.finished_jobs(conn, access.job_columns_seen(identity, access.policy(runtime)))
+        seen = access.job_columns_seen(identity, access.policy(runtime))
+        if page is None:
+            rows = ar_db.finished_jobs(conn, seen)
+        else:
+            rows = ar_db.finished_jobs(conn, seen, before=page.after, limit=page.size + 1)
     out = []
     for r in rows:
         end = r["end_time"] or r["last_update_time"]

@@ -28,7 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, TypeVar
 
-from wms.core.match.context import LevelValues, TaskQueueView
+from wms.core.match.context import TaskQueueView
+from wms.core.offers import LevelValues
 from wms.core.match.framework import StaticVerdicts
 
 T = TypeVar("T")
@@ -144,9 +145,14 @@ class VerifiedTokens:
 
     Only rows of valid tokens are kept, and a kept row that no longer
     looks valid (its end has passed) is read again rather than trusted, so
-    a renewed token is never refused for its old end. What the cache can
-    delay is a revocation made in another process: at most ``ttl`` seconds
-    (docs/security.md). ``ttl`` 0 turns it off.
+    a renewed token is never refused for its old end. A token ended in
+    another process (revoked, deleted) is forgotten when this process next
+    looks at the note of ended tokens (services/tokens.py): the rows are
+    trusted only while that look is recent (``trusted``). ``ttl`` 0 turns
+    the cache off.
+
+    ``generation`` moves whenever rows are forgotten: a row read before
+    then may predate the end that made them go, so ``put`` drops it.
     """
 
     # Entries kept before the whole cache is dropped: one per live token,
@@ -156,6 +162,14 @@ class VerifiedTokens:
     def __init__(self, ttl: float = 0.0) -> None:
         self.ttl = ttl
         self._rows: dict[str, tuple[float, Any]] = {}
+        self.generation = 0
+        # The note of ended tokens as this process last read it: its version
+        # (None: never read) and the monotonic time that read began.
+        self.ended_version: int | None = None
+        self.looked = float("-inf")
+        # One look at a time, taken by the thread that makes it.
+        self.looking = threading.Lock()
+        self._lock = threading.Lock()
 
     def get(self, digest: str) -> Any | None:
         held = self._rows.get(digest)
@@ -163,15 +177,45 @@ class VerifiedTokens:
             return None
         return held[1]
 
-    def put(self, digest: str, row: Any) -> None:
+    def put(self, digest: str, row: Any, generation: int | None = None) -> None:
+        """Keep ``row``, unless rows were forgotten since ``generation`` (read before it was read)."""
         if self.ttl <= 0:
             return
-        if len(self._rows) >= self.LIMIT:
-            self._rows = {}
-        self._rows[digest] = (time.monotonic(), row)
+        with self._lock:
+            if generation is not None and generation != self.generation:
+                return
+            if len(self._rows) >= self.LIMIT:
+                self._rows = {}
+            self._rows[digest] = (time.monotonic(), row)
 
     def forget(self, digest: str) -> None:
-        self._rows.pop(digest, None)
+        with self._lock:
+            self.generation += 1
+            self._rows.pop(digest, None)
+
+    def trusted(self, window: float) -> bool:
+        """Whether the last look at the note of ended tokens began within ``window`` seconds."""
+        return time.monotonic() - self.looked <= window
+
+    def age(self) -> float:
+        """Seconds since the last look at the note of ended tokens began."""
+        return time.monotonic() - self.looked
+
+    def looked_at(self, began: float, version: int, ended: list[str] | None) -> None:
+        """The note read from ``began`` on: at ``version``, with the tokens ``ended``
+        since the last look (None: unknown, so every row goes). A look that
+        began before the last one recorded changes nothing: that one saw more."""
+        with self._lock:
+            if began <= self.looked:
+                return
+            if version != self.ended_version:       # rows kept before the first look are not vouched for either
+                self.generation += 1
+                if ended is None or self.ended_version is None:
+                    self._rows = {}
+                else:
+                    for digest in ended:
+                        self._rows.pop(digest, None)
+            self.ended_version, self.looked = version, began
 
 
 @dataclass
@@ -203,6 +247,8 @@ class Caches:
     quota_state: dict[str, Any] | None = None
     # authenticated tokens (its ttl set from wms.yaml token_cache_seconds by the runtime)
     verified_tokens: VerifiedTokens = field(default_factory=VerifiedTokens)
+    # the key job tokens are signed with (services/job_tokens.py); None until read or made
+    job_token_key: bytes | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def stored_version(self, kind: str) -> StoredVersion:

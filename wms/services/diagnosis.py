@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from wms.core import holds as hold_rules
 from wms.core import pools
 from wms.core.complexes import Relop, format_value
 from wms.core.identity import Identity
@@ -17,10 +18,12 @@ from wms.core.match.quotas import QUOTA
 from wms.core.match.verdict import Code, Verdict
 from wms.core.states import JobStatus
 from wms.db.engine import reading
+from wms.db import holds as holds_db
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services import access
 from wms.services import jobs as jobs_service
+from wms.services import pools as pools_service
 from wms.services.matcher import queue_context, task_queue_views
 from wms.services import reservations as reservations_service
 from wms.services import quotas as quotas_service
@@ -34,6 +37,15 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
     """Every queue of the job's VO and the first layer that keeps the job from it."""
     [row] = jobs_service.visible_jobs(runtime, identity, [job_id], access.WHY)
     out: dict[str, Any] = {"JobID": job_id, "Status": row["status"], "MinorStatus": row["minor_status"], "Queues": []}
+    if row["status"] == JobStatus.HELD:
+        # out of matching until released: each hold, who set it and why
+        with reading(runtime.engine) as conn:
+            found = holds_db.holds_of(conn, [job_id]).get(job_id, [])
+        out["Holds"] = [{"Type": h.hold_type.value, "Holder": h.holder, "Reason": h.reason,
+                         "Time": h.time.isoformat()} for h in sorted(found, key=lambda h: hold_rules.ORDER.index(h.hold_type))]
+        out["Summary"] = (f"job {job_id} is Held, it is not matched: {row['minor_status']} "
+                          f"({hold_rules.how_to_release(found)})")
+        return out
     if row["status"] != JobStatus.WAITING or row["task_queue_id"] is None:
         where = f" on {row['queue']}" if row["queue"] else ""
         out["Summary"] = f"job {job_id} is {row['status']}{where}: it does not wait"
@@ -64,8 +76,11 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
             if verdict.layer == POOLS and pool_document is not None:
                 params = runtime.resources_for(tq.vo).queue_parameters(ref)
                 cause = pools.queue_rejection(pool_document, params, runtime.config.parameter_types)
+            reason = _reason(ref.name, verdict, diagnosis.denials(), cause)
+            if reason == verdict.reason and verdict.layer == POOLS:
+                reason = f"{reason}: {_stale_map(runtime)}"
             entry.update(Layer=verdict.layer, Code=verdict.code.value, ReasonCode=verdict.reason_code,
-                         Reason=_reason(ref.name, verdict, diagnosis.denials(), cause))
+                         Reason=reason)
         eligible += entry["Code"] == Code.OK.value
         out["Queues"].append(entry)
     out["Summary"] = (f"{eligible} of {len(out['Queues'])} queues could run job {job_id} now; "
@@ -85,6 +100,18 @@ def _reason(queue: str, verdict: Verdict, denials: list[Verdict], pool_cause: st
         if cause is not None:
             return f"{verdict.reason}: {cause}"
     return verdict.reason
+
+
+def _stale_map(runtime: Runtime) -> str:
+    """Why a queue nothing rules out is missing from the job's pool: the map
+    was computed before the queue was configured (a queue added to
+    resources.yaml waits for the next refresh)."""
+    stamp = pools_service.pool_map_stamp(runtime)
+    when = f"last refreshed at {stamp['refreshed']}" if stamp else "not refreshed since the pools were made"
+    other = (", from another configuration than this server's"
+             if stamp and stamp.get("fingerprint") != runtime.config.pool_map_fingerprint else "")
+    return (f"the SubmitPool map was {when}{other}; the agents refresh it when they start and every "
+            "submit_pool_refresh seconds, `wms admin pools refresh` at once")
 
 
 def _exclusive_row(runtime: Runtime, resource: str) -> bool:

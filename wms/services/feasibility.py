@@ -18,6 +18,9 @@ from typing import Any, Sequence
 
 from wms.core import pools as pool_rules
 from wms.core import scheduling
+from wms.core.match.context import PILOT_AD_NAMES
+from wms.core.offers import PILOT_LOAD_VALUES
+from wms.core.vocabulary import Vocabulary, unknown_names
 from wms.core.match import framework, levels
 from wms.core.match.pools import LAYER as POOLS_LAYER
 from wms.core.match.framework import LAYERS
@@ -39,7 +42,7 @@ def static_judgement(runtime: Runtime, job: Job) -> dict[str, str | None]:
     as `wms match-queues -v` gives it."""
     if job.task_queue is None:
         return {}
-    tq = levels.task_queue_view({**job.task_queue, "tq_id": 0}, runtime.complexes)
+    tq = levels.task_queue_view(job.task_queue, runtime.complexes)
     resources = runtime.resources_for(job.vo)
     out: dict[str, str | None] = {}
     for ref in resources.queues():
@@ -84,7 +87,7 @@ def flag_unrunnable(runtime: Runtime, jobs: Sequence[Job]) -> list[str]:
     judged: dict[Any, Counter[str] | None] = {}
     warnings: dict[tuple[str, Any], str] = {}
     for job in jobs:
-        key = job.task_queue["tq_key"] if job.task_queue else None
+        key = job.task_queue.key if job.task_queue else None
         if key not in judged:
             judged[key] = never_runnable(runtime, job)
         reasons = judged[key]
@@ -94,4 +97,34 @@ def flag_unrunnable(runtime: Runtime, jobs: Sequence[Job]) -> list[str]:
             job.minor_status = f"{scheduling.NO_QUEUE}: {summary(reasons, 1)}"
         warnings.setdefault((job.source, key), WARNING.format(source=job.source,
                                                               reasons=summary(reasons, SHOWN_REASONS)))
+    return list(warnings.values())
+
+
+NAME_WARNING = "{source}: Requirements: {message}"
+
+
+def vocabulary(runtime: Runtime, vo: str) -> Vocabulary:
+    """The names a resource's ad may define for ``vo`` (core/vocabulary.py)."""
+    resources = runtime.resources_for(vo)
+    parameters = {name for _, params in resources.queue_items()
+                  for name, value in params.items() if not isinstance(value, dict)}
+    description = runtime.config.operations.JobDescription
+    return Vocabulary.of(parameters, description.Parameters, (cx.name for cx in runtime.complexes),
+                         PILOT_LOAD_VALUES, PILOT_AD_NAMES, description.PilotAttributes.get(vo, ()))
+
+
+def flag_unknown_names(runtime: Runtime, jobs: Sequence[Job]) -> list[str]:
+    """One warning per source and name a job's Requirements expression reads
+    from the resource that no resource describes: such a job would wait for
+    ever (core/vocabulary.py)."""
+    known: dict[str, Vocabulary] = {}
+    warnings: dict[tuple[str, str], str] = {}
+    for job in jobs:
+        expression = job.description.requirements_expr
+        if expression is None:
+            continue
+        if job.vo not in known:
+            known[job.vo] = vocabulary(runtime, job.vo)
+        for message in unknown_names(expression, job.description.attributes, known[job.vo]):
+            warnings.setdefault((job.source, message), NAME_WARNING.format(source=job.source, message=message))
     return list(warnings.values())

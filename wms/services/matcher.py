@@ -23,11 +23,10 @@ from typing import Any
 from sqlalchemy.engine import Connection, Engine
 
 from wms.core.complexes import fits
-from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
-from wms.core.identity import Identity
+from wms.core.errors import InvalidInput
 from wms.core.jdl import parse_one
 from wms.core.limits import MATCH_BATCH_MAX, STORED
-from wms.core.match import framework, levels
+from wms.core.match import framework, levels, pilot_slots
 from wms.core.match import quotas as quota_layer
 from wms.core.match.choice import WeightedDraw
 from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
@@ -36,9 +35,8 @@ from wms.core.match.layer import Debit
 from wms.core.match.pools import admits
 from wms.core.match.verdict import Code, Verdict
 from wms.core.resources import QueueRef
-from wms.core.states import JobStatus
+from wms.core.sandboxes import STDERR_NAME, STDOUT_NAME
 from wms.db.engine import reading
-from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import pools as pools_db
 from wms.services.retry import run_in_transaction
@@ -46,7 +44,8 @@ from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
 from wms.services import telemetry
 from wms.services.caches import TaskQueueList, WaitingGeneration
-from wms.services import tokens as tokens_service
+from wms.services import holds as holds_service
+from wms.services import job_tokens
 from wms.services.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -56,9 +55,6 @@ log = logging.getLogger(__name__)
 _RNG = random.Random()
 
 SOURCE_MATCHER = "Matcher"
-SOURCE_PILOT = "Pilot"
-SOURCE_LEASES = "LeaseReaper"
-SOURCE_STALLED = "StalledJobs"
 
 NO_WAITING = "no waiting job for the pools this queue serves"
 
@@ -116,7 +112,7 @@ def task_queue_views(runtime: Runtime, conn: Connection, tq_ids: list[int]) -> d
     cache = runtime.caches.task_queue_views
     missing = [i for i in tq_ids if i not in cache]
     for row in match_db.get_task_queues(conn, missing):
-        cache[row["tq_id"]] = levels.task_queue_view(row, runtime.complexes)
+        cache[row["tq_id"]] = levels.stored_task_queue_view(row, runtime.complexes)
     return {i: cache[i] for i in tq_ids if i in cache}
 
 
@@ -165,8 +161,17 @@ def candidates(runtime: Runtime, generation: WaitingGeneration, reader: LazyRead
                request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView]]:
     """The task queues with waiting jobs (of ``generation``) the pilot's pools may serve, ready to
     draw from, cached with ``generation``."""
+    draw, views, _ = _candidates(runtime, generation, reader, request)
+    return draw, views
+
+
+def _candidates(runtime: Runtime, generation: WaitingGeneration, reader: LazyReader,
+                request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView], tuple[str, ...]]:
+    """:func:`candidates`, and the owners or VOs whose jobs wait in the pilot's
+    pools but are not its to take (what an idle pilot is told: a token of
+    the wrong VO is the usual reason a pilot finds nothing)."""
     cache = generation.candidates
-    key = (request.ref.name, request.pools, request.vo)
+    key = (request.ref.name, request.pools, request.vo, request.owner)
     if key not in cache:
         # The pools layer's rule, applied to the whole list at once: the
         # candidates are cached per pools, so it is decided here only once.
@@ -174,12 +179,36 @@ def candidates(runtime: Runtime, generation: WaitingGeneration, reader: LazyRead
         chosen = [(tq_id, priority) for tq_id, priority, pool in generation.task_queues or []
                   if admits(pools, pool)]
         views = task_queue_views(runtime, reader(), [tq_id for tq_id, _ in chosen])
-        if request.vo is not None:
-            # A VO's pilot runs that VO's jobs only (its token is the VO's).
-            chosen = [(t, p) for t, p in chosen if t in views and views[t].vo == request.vo]
+        others: tuple[str, ...] = ()
+        if request.vo is not None or request.owner is not None:
+            theirs = [view for view in views.values() if not runs_jobs_of(request, view)]
+            others = tuple(sorted({f"VO {view.vo}" if request.vo is not None and view.vo != request.vo
+                                   else f"user {view.owner}" for view in theirs}))
+            chosen = [(t, p) for t, p in chosen if t in views and runs_jobs_of(request, views[t])]
             views = {t: views[t] for t, _ in chosen}
-        cache[key] = (WeightedDraw([t for t, _ in chosen], [p for _, p in chosen]), views)
+        cache[key] = (WeightedDraw([t for t, _ in chosen], [p for _, p in chosen]), views, others)
     return cache[key]
+
+
+def nothing_waiting(request: PilotRequest, others: tuple[str, ...]) -> str:
+    """Why a pilot's pools offer it no job: none waits, or only jobs it may not take."""
+    if not others:
+        if request.owner is not None:
+            return (f"{NO_WAITING} of user {request.owner} (a pilot that cannot isolate its "
+                    "payloads takes its own user's jobs only)")
+        return NO_WAITING
+    mine = f"user {request.owner}" if request.owner is not None else f"VO {request.vo}"
+    why = ("a pilot that cannot isolate its payloads takes its own user's jobs only" if request.owner is not None
+           else "a pilot takes the jobs of its token's VO only")
+    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    return f"{NO_WAITING} of {mine}; jobs of {shown} wait there ({why})"
+
+
+def runs_jobs_of(request: PilotRequest, tq: TaskQueueView) -> bool:
+    """Whether the asking pilot may take ``tq``'s jobs: a VO's pilot runs that
+    VO's jobs only (its token is the VO's), and a pilot whose payloads would
+    run unisolated its own user's only."""
+    return (request.vo is None or tq.vo == request.vo) and (request.owner is None or tq.owner == request.owner)
 
 
 def forget_waiting_task_queues(runtime: Runtime) -> None:
@@ -218,6 +247,7 @@ def match_context(runtime: Runtime, request: PilotRequest, now: datetime) -> Mat
         quotas=quotas,
         rules_version=rules_version,
         reservations=reservations_service.snapshot(runtime, now),
+        evaluation_limit=runtime.config.settings.limits.evaluation_ms / 1000,
     )
 
 
@@ -261,15 +291,20 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
     validate_request(runtime, request)
     rng = rng or _RNG
     result = MatchResult(None, RULES_CHANGING, telemetry.RULES_CHANGING)
-    for _ in range(RULES_CHANGED_ATTEMPTS):
-        try:
-            result = _request_job(runtime, request, now, rng)
-            break
-        except match_db.QuotaSetsChanged:
-            # Another process stored new sets (and recounted the running
-            # jobs under them): adopt them now and decide afresh.
-            telemetry.claim_retried(telemetry.RULES_CHANGED)
-            quotas_service.adopt_now(runtime)
+    to_hold: dict[int, Verdict] = {}
+    try:
+        for _ in range(RULES_CHANGED_ATTEMPTS):
+            try:
+                result = _request_job(runtime, request, now, rng, to_hold)
+                break
+            except match_db.QuotaSetsChanged:
+                # Another process stored new sets (and recounted the running
+                # jobs under them): adopt them now and decide afresh.
+                telemetry.claim_retried(telemetry.RULES_CHANGED)
+                quotas_service.adopt_now(runtime)
+    finally:
+        if to_hold:
+            hold_task_queues(runtime, to_hold, now)
     telemetry.match_answered(result.layer if result.job is None else None)
     log_decision(request, result)
     return result
@@ -333,15 +368,27 @@ def log_decision(request: PilotRequest, result: MatchResult) -> None:
                  result.reason, extra={"fields": {**fields, "reason": result.reason}})
 
 
-def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random) -> MatchResult:
+def hold_task_queues(runtime: Runtime, verdicts: dict[int, Verdict], now: datetime) -> None:
+    """Hold the waiting jobs of each task queue a HOLD verdict names, after the
+    request's claim (services/holds.py), and draw the waiting list afresh."""
+    for tq_id, verdict in verdicts.items():
+        try:
+            holds_service.hold_task_queue(runtime, tq_id, verdict.reason, SOURCE_MATCHER, now)
+        except Exception:   # noqa: BLE001 - the pilot's answer stands; the next draw holds them
+            log.exception("task queue %s: holding its jobs failed", tq_id)
+    forget_waiting_task_queues(runtime)
+
+
+def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random,
+                 to_hold: dict[int, Verdict]) -> MatchResult:
     with LazyReader(runtime.engine) as reader:
         # One generation for the request: the pools and the candidates of the same list.
         generation = waiting(runtime, reader)
         if request.pools is None:
             request = dataclasses.replace(request, pools=pools_for_queue(generation, reader, request))
-        draw, views = candidates(runtime, generation, reader, request)
+        draw, views, others = _candidates(runtime, generation, reader, request)
     if not views:
-        return MatchResult(None, NO_WAITING, telemetry.NO_CANDIDATE)
+        return MatchResult(None, nothing_waiting(request, others), telemetry.NO_CANDIDATE)
     # After the reader is given back: the quota sets and reservations read
     # connections of their own, and a request holding two at once could
     # exhaust the pool under a burst (each request thread may hold one).
@@ -362,6 +409,8 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
         if not verdict.allowed:
             if verdict.code is Code.ERROR:
                 log.error("task queue %s on %s: %s", tq_id, request.ref.name, verdict.reason)
+            elif verdict.code is Code.HOLD:
+                to_hold[tq_id] = verdict
             denials.add(verdict)
             continue
         violations = levels.soft_violations(ctx, view) if view.soft else 0
@@ -397,7 +446,7 @@ def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) 
 
 def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,
                denials: Denials, full: FullMemo) -> dict[str, Any] | None:
-    debits = match_debits(ctx, view)
+    debits = pilot_slots.with_debit(match_debits(ctx, view), ctx.request, view)
     for debit in debits:
         # A consumable found full earlier in this request rules out only the
         # debits that do not fit beside what was in use then: another task
@@ -443,7 +492,9 @@ def _claim(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[
             raise _DoesNotFit(_remember_full(conn, ctx, debits[exc.index], full)) from None
     if job is None:
         return None
-    return job_payload(job, tq, runtime.config.settings.match_lease)
+    settings = runtime.config.settings
+    return job_payload(job, tq, settings.match_lease, job_tokens.mint(runtime, job["job_id"], job["attempt"]),
+                       run_lease=settings.heartbeat_timeout)
 
 
 def _placement(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, now: datetime) -> match_db.Placement:
@@ -466,6 +517,8 @@ def _remember_full(conn: Connection, ctx: MatchContext, debit: Debit,
 
 
 def _full_verdict(ctx: MatchContext, debit: Debit, used: float, holders: list[int]) -> Verdict:
+    if isinstance(debit, pilot_slots.PilotSlotsDebit):
+        return pilot_slots.full_verdict(debit, used)
     if isinstance(debit, quota_layer.QuotaDebit):
         return quota_layer.full_verdict(ctx, debit, used)
     if isinstance(debit, levels.ExclusiveDebit):
@@ -478,16 +531,26 @@ def create_usage_rows(runtime: Runtime, debits: list[Debit]) -> None:
     created and committed before the claim, once per process (rows are never
     deleted). Created inside the claim, they would be marked known to this
     process's other threads before they are committed, or even when the
-    claim rolls back; a debit on a missing row fails as if it were full."""
+    claim rolls back; a debit on a missing row fails as if it were full.
+    A pilot's own row is made with its declaration, not here
+    (core/match/pilot_slots.py): one per pilot would fill this cache."""
     known = runtime.caches.usage_rows
-    missing = [(d.scope, d.resource) for d in debits if (d.scope, d.resource) not in known]
+    missing = [(d.scope, d.resource) for d in debits
+               if (d.scope, d.resource) not in known and not isinstance(d, pilot_slots.PilotSlotsDebit)]
     if missing:
         run_in_transaction(runtime.engine, lambda conn: match_db.ensure_usage_rows(conn, missing))
         known.update(missing)
 
 
-def job_payload(job: dict[str, Any], tq: TaskQueueView, lease: int) -> dict[str, Any]:
-    """What the pilot needs to run a claimed job (job_id, jdl, cpu_time, attempt)."""
+def job_payload(job: dict[str, Any], tq: TaskQueueView, lease: int, job_token: str,
+                run_lease: int | None = None) -> dict[str, Any]:
+    """What the pilot needs to run a claimed job (job_id, jdl, cpu_time, attempt), and the
+    job token its payload gets (WMS_JOB_TOKEN; services/job_tokens.py): minted here, stored nowhere.
+
+    ``Lease`` (``match_lease``) is the job's lease until its first heartbeat:
+    the time to confirm it, then the start window; ``RunLease``
+    (``heartbeat_timeout``) its lease once it runs, renewed by each
+    heartbeat. The pilot honours both (docs/architecture.md, "Leases")."""
     job_id, jdl_text = job["job_id"], job["jdl"]
     description = parse_one(jdl_text, f"job {job_id}", limits=STORED)
     return {
@@ -498,242 +561,10 @@ def job_payload(job: dict[str, Any], tq: TaskQueueView, lease: int) -> dict[str,
         "Arguments": description.arguments or "",
         "Slots": tq.slots,
         "Lease": lease,
+        **({"RunLease": run_lease} if run_lease is not None else {}),
         "Limits": levels.limits(tq, job["cpu_time"]),
-        "Environment": {"WMS_JOB_ID": str(job_id)},
+        "Environment": {**description.environment, "WMS_JOB_ID": str(job_id)},
+        "JobToken": job_token,
+        "StdOutput": description.std_output or STDOUT_NAME,
+        "StdError": description.std_error or STDERR_NAME,
     }
-
-
-# ---------------------------------------------------------------- the pilot's reports
-PILOT_TRANSITIONS = {
-    JobStatus.RUNNING: (JobStatus.MATCHED,),
-    JobStatus.DONE: (JobStatus.RUNNING, JobStatus.MATCHED),
-    JobStatus.FAILED: (JobStatus.RUNNING, JobStatus.MATCHED),
-}
-
-
-def pilot_status(
-    runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, status: str, minor_status: str,
-    exit_code: int | None, now: datetime, attempt: int | None = None,
-) -> dict[str, Any]:
-    """The pilot confirms (Running) or finishes (Done/Failed) a job it holds.
-
-    Refused with Conflict when the job is no longer this pilot's (killed,
-    lease expired and given to another), or no longer in ``attempt`` (the
-    hand-out the pilot quotes) because it was handed out again: the pilot
-    must stop it.
-    """
-    try:
-        new = JobStatus(status)
-    except ValueError:
-        raise InvalidInput(f"status must be Running, Done or Failed, got {status!r}") from None
-    if new not in PILOT_TRANSITIONS:
-        raise InvalidInput(f"status must be Running, Done or Failed, got {status!r}")
-    minor = minor_status or {JobStatus.RUNNING: "Job started", JobStatus.DONE: "Execution complete"}.get(new, "")
-    values: dict[str, Any] = {"status": new.value, "minor_status": minor, "last_update_time": now}
-    if new is JobStatus.RUNNING:
-        values.update(start_time=now, heartbeat_time=now, lease_expires=None)
-    else:
-        values.update(end_time=now, exit_code=exit_code, lease_expires=None)
-
-    def change(conn: Connection) -> bool:
-        expect = [s.value for s in PILOT_TRANSITIONS[new]]
-        if not match_db.set_pilot_status(conn, job_id, pilot_id, expect, values, attempt):
-            return False
-        jobs_db.add_history(conn, [{"job_id": job_id, "status": new.value, "minor_status": minor,
-                                    "source": f"{SOURCE_PILOT} {pilot_id}", "time": now}])
-        if new is not JobStatus.RUNNING:
-            match_db.release_debits(conn, [job_id])
-        return True
-
-    _check_pilot(identity, pilot_id)
-    if not run_in_transaction(runtime.engine, change):
-        with reading(runtime.engine) as conn:
-            placement = match_db.job_placement(conn, job_id)
-        if placement is None:
-            raise NotFound(f"no such job: {job_id}")
-        if attempt is not None and placement["attempt"] != attempt:
-            raise Conflict(_superseded(job_id, attempt, placement))
-        _check_holder(job_id, placement, pilot_id, attempt)
-        raise Conflict(f"job {job_id} is not held by pilot {pilot_id} in a state that allows {new.value} "
-                       f"(it is {placement['status']})")
-    return {"JobID": job_id, "Status": new.value}
-
-
-def _superseded(job_id: int, attempt: int, placement: dict[str, Any]) -> str:
-    return (f"job {job_id} was handed out again: attempt {attempt} is over, "
-            f"attempt {placement['attempt']} is {placement['status']}")
-
-
-def _holds(placement: dict[str, Any], pilot_id: str, attempt: int | None) -> bool:
-    """Whether the pilot (in the attempt it quotes, when it does) still holds the job."""
-    return placement["pilot_id"] == pilot_id and (attempt is None or placement["attempt"] == attempt)
-
-
-def _check_holder(job_id: int, placement: dict[str, Any], pilot_id: str, attempt: int | None) -> None:
-    """NotFound when the attempt the pilot quotes (the current one) was given to another pilot:
-    the job was never this pilot's in that attempt, and it answers as a
-    missing job does, so that a pilot cannot probe ids. A job that went back to
-    Waiting (its lease expired) holds no pilot: for the pilot that lost it
-    that stays a Conflict, which tells it to stop the job; so does an
-    attempt not quoted (the pilot may have lost the job since)."""
-    holder = placement["pilot_id"]
-    if attempt is not None and placement["attempt"] == attempt and holder is not None and holder != pilot_id:
-        raise NotFound(f"no such job: {job_id}")
-
-
-def heartbeat(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, now: datetime,
-              attempt: int | None = None) -> dict[str, Any]:
-    """A running job is alive; tells the pilot to kill it when it was killed or handed out again meanwhile."""
-    _check_pilot(identity, pilot_id)
-
-    def beat(conn: Connection) -> dict[str, Any] | None:
-        placement = match_db.job_placement(conn, job_id)
-        if placement is None:
-            return None
-        _check_holder(job_id, placement, pilot_id, attempt)
-        if _holds(placement, pilot_id, attempt) and placement["status"] in (JobStatus.RUNNING, JobStatus.MATCHED):
-            match_db.set_pilot_status(conn, job_id, pilot_id, [placement["status"]], {"heartbeat_time": now})
-            return {"JobID": job_id, "Status": placement["status"], "Kill": False}
-        return {"JobID": job_id, "Status": placement["status"], "Kill": True}
-
-    result = run_in_transaction(runtime.engine, beat)
-    if result is None:
-        raise NotFound(f"no such job: {job_id}")
-    return result
-
-
-def store_output(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, stdout: str, stderr: str,
-                 truncated: bool, now: datetime, attempt: int | None = None) -> None:
-    """The output of the job's current attempt, from the pilot that holds it."""
-    _check_pilot(identity, pilot_id)
-
-    def store(conn: Connection) -> None:
-        placement = match_db.job_placement(conn, job_id)
-        if placement is None:
-            raise NotFound(f"no such job: {job_id}")
-        if attempt is not None and placement["attempt"] != attempt:
-            raise Conflict(_superseded(job_id, attempt, placement))
-        _check_holder(job_id, placement, pilot_id, attempt)
-        if placement["pilot_id"] != pilot_id:
-            raise Conflict(f"job {job_id} is not held by pilot {pilot_id}")
-        match_db.store_output(conn, job_id, stdout, stderr, truncated, now)
-
-    run_in_transaction(runtime.engine, store)
-
-
-def _check_pilot(identity: Identity, pilot_id: str) -> None:
-    """Only the pilot itself (its own token), an operator or a manager speaks for ``pilot_id``."""
-    if identity.role not in ("pilot", "operator", "manager"):
-        raise Forbidden("only pilots report job status")
-    tokens_service.check_pilot(identity, pilot_id)
-
-
-# ---------------------------------------------------------------- leases and stalled jobs
-LEASE_EXPIRED = ("Lease expired: the pilot did not confirm the job",
-                 "Lease expired too often: the job was rescheduled the most times allowed")
-STALLED = ("Rescheduled: the pilot stopped sending heartbeats",
-           "Stalled too often: the job was rescheduled the most times allowed")
-NO_HEARTBEAT = "No heartbeat from the pilot"
-ENDED_RUNNING = ("Rescheduled: the pilot ended while the job ran", STALLED[1])
-ENDED_MATCHED = ("Rescheduled: the pilot ended before confirming the job", LEASE_EXPIRED[1])
-
-
-def expire_leases(runtime: Runtime, now: datetime) -> int:
-    """Matched jobs whose pilot never confirmed go back to Waiting, their debits returned.
-
-    A job rescheduled ``max_reschedule`` times fails instead. Safe to run
-    twice at once: the status change is conditional and the debits are
-    returned in the same transaction as the change.
-    """
-    with reading(runtime.engine) as conn:
-        expired = match_db.expired_leases(conn, now)
-
-    def give_back(conn: Connection, job_id: int) -> int:
-        return _reschedule(runtime, conn, job_id, JobStatus.MATCHED, match_db.jobs.c.lease_expires < now,
-                           LEASE_EXPIRED, SOURCE_LEASES, now)
-
-    return _each_in_own_transaction(runtime, expired, give_back)
-
-
-def reap_stalled(runtime: Runtime, now: datetime) -> int:
-    """Running jobs whose pilot fell silent or ended become Stalled, then are
-    rescheduled (or fail); Matched jobs of an ended pilot go straight back.
-
-    Silent means no heartbeat for ``heartbeat_timeout`` seconds. Ended means
-    the pilot's batch system says it is over (Done, Failed or Aborted, as
-    the SiteDirector last read it): its watchdog has killed the payloads
-    with it (docs/architecture.md), so nothing of the job runs any more and
-    there is nothing to wait for. The lost job is never lost: it goes back
-    to Waiting with its consumables returned, at most ``max_reschedule``
-    times (DESIGN.md; specs/004's lost jobs). A late report from the old
-    pilot gets HTTP 409.
-    """
-    cut = now - timedelta(seconds=runtime.config.settings.heartbeat_timeout)
-    with reading(runtime.engine) as conn:
-        silent = match_db.silent_running_jobs(conn, cut)
-        ended = match_db.jobs_of_ended_pilots(conn)
-    stalling = set(silent)
-    orphans = {o.job_id: o for o in ended if o.job_id not in stalling}
-
-    def stall(conn: Connection, job_id: int) -> int:
-        return _stall(runtime, conn, job_id, match_db.jobs.c.heartbeat_time < cut, NO_HEARTBEAT, STALLED, now)
-
-    def give_back(conn: Connection, job_id: int) -> int:
-        orphan = orphans[job_id]
-        still_held = match_db.jobs.c.pilot_id == orphan.pilot_id     # not handed out again meanwhile
-        if orphan.status == JobStatus.MATCHED.value:
-            return _reschedule(runtime, conn, job_id, JobStatus.MATCHED, still_held, ENDED_MATCHED,
-                               SOURCE_STALLED, now)
-        return _stall(runtime, conn, job_id, still_held, f"The pilot ended ({orphan.pilot_state})",
-                      ENDED_RUNNING, now)
-
-    return (_each_in_own_transaction(runtime, silent, stall)
-            + _each_in_own_transaction(runtime, list(orphans), give_back))
-
-
-def _stall(runtime: Runtime, conn: Connection, job_id: int, stale: Any, why: str, minors: tuple[str, str],
-           now: datetime) -> int:
-    """Running -> Stalled (``why``) while ``stale`` holds, then rescheduled; 1 if it changed."""
-    if not match_db.mark_stalled(conn, job_id, stale, why, now):
-        return 0
-    jobs_db.add_history(conn, [{"job_id": job_id, "status": JobStatus.STALLED.value, "minor_status": why,
-                                "source": SOURCE_STALLED, "time": now}])
-    return _reschedule(runtime, conn, job_id, JobStatus.STALLED, match_db.jobs.c.job_id == job_id,
-                       minors, SOURCE_STALLED, now)
-
-
-def _each_in_own_transaction(runtime: Runtime, job_ids: list[int], work) -> int:
-    """``work(conn, job_id)`` per job, one transaction each; how many jobs changed.
-
-    One transaction per job keeps locks short and lets one job's conflict
-    retry without redoing the others.
-    """
-    changed = 0
-    for job_id in job_ids:
-        changed += run_in_transaction(runtime.engine, lambda conn, job_id=job_id: work(conn, job_id))
-    if changed:
-        forget_waiting_task_queues(runtime)
-    return changed
-
-
-def _reschedule(runtime: Runtime, conn: Connection, job_id: int, from_status: JobStatus, stale: Any,
-                minors: tuple[str, str], source: str, now: datetime) -> int:
-    """Back to Waiting (or Failed past max_reschedule), debits returned, history recorded; 1 if it changed."""
-    minor_waiting, minor_failed = minors
-    new = match_db.reschedule(conn, job_id, from_status.value, stale,
-                              max_reschedule=runtime.config.settings.max_reschedule,
-                              minor_waiting=minor_waiting, minor_failed=minor_failed, now=now)
-    if new is None:
-        return 0
-    match_db.release_debits(conn, [job_id])
-    minor = minor_waiting if new == JobStatus.WAITING else minor_failed
-    jobs_db.add_history(conn, [{"job_id": job_id, "status": new, "minor_status": minor, "source": source, "time": now}])
-    return 1
-
-
-def job_output(runtime: Runtime, job_id: int) -> dict[str, Any]:
-    with reading(runtime.engine) as conn:
-        row = match_db.get_output(conn, job_id)
-    if row is None:
-        raise NotFound(f"job {job_id} has no output yet")
-    return {"JobID": job_id, "stdout": row["stdout"], "stderr": row["stderr"], "truncated": bool(row["truncated"])}

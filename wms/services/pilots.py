@@ -36,9 +36,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from wms.core.errors import NotFound
+from sqlalchemy.engine import Connection
+
+from wms.core import pilot_backoff
+from wms.core.errors import InvalidInput, NotFound
+from wms.core.pilot_backoff import PilotOutcome
+from wms.core.pilot_backends import NO_ISOLATION, PILOT_OPTIONS
 from wms.core.identity import Identity
-from wms.core.resources import ParameterMap, QueueRef
+from wms.core.paging import Page, Slice
+from wms.core.resources import VO_KEY, ParameterMap, QueueRef
 from wms.core.match import framework
 from wms.core.match import reservations as reservation_rules
 from wms.core.match.context import MatchContext, TaskQueueView
@@ -48,9 +54,10 @@ from wms.db.engine import reading
 from wms.db import pilots as pilots_db
 from wms.db import pools as pools_db
 from wms.db import tokens as tokens_db
-from wms.services.backends import BACKEND_TYPES
+from wms.backends.arc import ArcBackend
+from wms.backends.registry import BACKEND_TYPES
 from wms.services import reservations as reservations_service
-from wms.services.computing_elements import PilotArgs, PilotLauncher
+from wms.backends.base import PilotArgs, PilotLauncher
 from wms.services.matcher import queue_context, static_verdicts, task_queue_views
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
@@ -71,9 +78,11 @@ PILOT_USER = "site-director"
 log = logging.getLogger(__name__)
 
 
-def pilot_identity(vo: str, pilot_id: str) -> Identity:
-    """Who a SiteDirector pilot of ``vo`` is: the VO's pilot role, bound to the pilot."""
-    return Identity(user=PILOT_USER, group=f"{vo}_pilot", vo=vo, role="pilot", pilot_id=pilot_id)
+def pilot_identity(vo: str, pilot_id: str, slots: int | None = None) -> Identity:
+    """Who a SiteDirector pilot of ``vo`` is: the VO's pilot role, bound to the
+    pilot, holding at most ``slots`` (the queue's slots per pilot, the
+    pilot's ``--slots``): a payload that steals the token cannot declare more."""
+    return Identity(user=PILOT_USER, group=f"{vo}_pilot", vo=vo, role="pilot", pilot_id=pilot_id, slots=slots)
 
 
 # ---------------------------------------------------------------- the launcher
@@ -103,18 +112,87 @@ def make_launcher(
     are issued per pilot by :func:`reserve_pilots`.)"""
     if backends is None:
         backends = {name: kind(log_dir=log_dir) for name, kind in BACKEND_TYPES.items()}
+        # An ARC pilot's reference names its credential by a digest: the
+        # backend finds the files' paths in the queues' parameters.
+        backends["arc"] = ArcBackend(log_dir=log_dir, configured=lambda: configured_options(runtime, "arc"))
     return PilotLauncher(url=url or server_url(runtime), backends=dict(backends),
                          pilot_options=tuple(pilot_options))
 
 
+def configured_options(runtime: Runtime, backend_name: str) -> list[dict[str, Any]]:
+    """The parameters ``backend_name`` reads of every queue that names it,
+    as every VO sees them (a VO block may give a VO credentials of its own)."""
+    backend = BACKEND_TYPES[backend_name]
+    found = []
+    for vo in [None, *sorted(_vo_block_names(runtime.config.resources))]:
+        resources = runtime.resources_for(vo)
+        for ref in resources.queues():
+            params = resources.queue_parameter_map(ref)
+            if parameter(params, "Backend") == backend_name:
+                found.append(backend_options(backend, params))
+    return found
+
+
+def _vo_block_names(node: Any) -> set[str]:
+    """The VOs resources.yaml has a VO block for, at any level."""
+    names: set[str] = set()
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key == VO_KEY and isinstance(value, Mapping):
+                names.update(str(name) for name in value)
+            names |= _vo_block_names(value)
+    return names
+
+
 # ---------------------------------------------------------------- reading
-def list_pilots(runtime: Runtime) -> list[dict[str, Any]]:
-    """Every pilot, oldest first, as `wms pilots` shows them. The jobs an
-    active pilot has taken are counted now, not at the SiteDirector's last
-    look; a pilot still recorded Submitted that has taken one runs."""
+def list_pilots(runtime: Runtime, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Every pilot, as `wms pilots` shows them: SiteDirector pilots oldest first, then those
+    started by hand. The jobs an active pilot has taken are counted now, not at the
+    SiteDirector's last look; a pilot still recorded Submitted that has taken one runs. Pilots
+    started by hand have no record: those that declared themselves are listed from their
+    tokens while the token lives (:func:`hand_pilot_view`)."""
+    now = now or datetime.now(timezone.utc)
     with reading(runtime.engine) as conn:
-        rows = pilots_db.list_pilots(conn)
-        live = pilots_db.jobs_run(conn, [r["pilot_id"] for r in rows if r["state"] in pilots_db.ACTIVE_STATES])
+        return _views(conn, pilots_db.list_pilots(conn), tokens_db.declared_hand_pilots(conn, now))
+
+
+# The two parts of the pilots' pages, in their order: a cursor's key is "d:<pilot id>" or
+# "h:<pilot id>" (the last pilot of the page before, and its part).
+DIRECTOR, BY_HAND_PART = "d", "h"
+
+
+def list_pilots_page(runtime: Runtime, now: datetime, page: Page) -> Slice:
+    """One page of the pilots: the SiteDirector's by pilot id, then those started by hand by
+    pilot id, each part read in the database's own order of its index (pilot ids are text, and
+    databases order text each their own way: the two parts are never merged in Python)."""
+    part, _, after = (page.after or f"{DIRECTOR}:").partition(":")
+    if part not in (DIRECTOR, BY_HAND_PART):
+        raise InvalidInput("cursor: not a cursor this server gave out (it is opaque: pass back the `next` cursor "
+                           "of the page before, unchanged)")
+    rows: list[dict[str, Any]] = []
+    hand: list[dict[str, Any]] = []
+    next_after = None
+    with reading(runtime.engine) as conn:
+        if part == DIRECTOR:
+            rows = pilots_db.list_pilots(conn, after=after or None, limit=page.size + 1)
+            if len(rows) > page.size:
+                rows = rows[:page.size]
+                next_after = f"{DIRECTOR}:{rows[-1]['pilot_id']}"
+            after = ""
+        left = page.size - len(rows)
+        if next_after is None:
+            hand = tokens_db.declared_hand_pilots(conn, now, after=after or None, limit=left + 1)
+            if len(hand) > left:
+                hand = hand[:left]
+                next_after = f"{BY_HAND_PART}:{hand[-1]['pilot_id'] if hand else ''}"
+        views = _views(conn, rows, hand)
+    return Slice(views, next_after)
+
+
+def _views(conn: Connection, rows: list[dict[str, Any]], hand: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The views of SiteDirector pilots (``rows``) and of pilots started by hand (their tokens)."""
+    live = pilots_db.jobs_run(conn, [r["pilot_id"] for r in rows if r["state"] in pilots_db.ACTIVE_STATES]
+                              + [r["pilot_id"] for r in hand])
     views = []
     for row in rows:
         if row["pilot_id"] in live:
@@ -122,6 +200,7 @@ def list_pilots(runtime: Runtime) -> list[dict[str, Any]]:
             state = pilots_db.RUNNING if row["state"] == pilots_db.SUBMITTED and jobs_run else row["state"]
             row = {**row, "jobs_run": jobs_run, "state": state}
         views.append(pilot_view(row))
+    views.extend(hand_pilot_view(row, live.get(row["pilot_id"], 0)) for row in hand)
     return views
 
 
@@ -144,7 +223,12 @@ def pilot_output(runtime: Runtime, pilot_id: str) -> str:
     return text if size <= PILOT_OUTPUT_LIMIT else f"(the last {PILOT_OUTPUT_LIMIT} bytes of {size})\n{text}"
 
 
+# The Backend of a pilot started by hand (`wms-pilot` with a token of `wms admin token create`).
+BY_HAND = "by hand"
+
+
 def pilot_view(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A SiteDirector pilot's record as `wms pilots` shows it."""
     return {
         "PilotID": row["pilot_id"],
         "Queue": f"{row['site']}/{row['ce']}/{row['queue']}",
@@ -155,7 +239,32 @@ def pilot_view(row: Mapping[str, Any]) -> dict[str, Any]:
         "JobsRun": row["jobs_run"],
         "Submitted": row["submitted"].isoformat(),
         "LastUpdate": row["last_update"].isoformat(),
+        **isolation_view(row, row["state"]),
     }
+
+
+def hand_pilot_view(token: Mapping[str, Any], jobs_run: int) -> dict[str, Any]:
+    """A pilot started by hand, from its token: no queue (it may ask for any),
+    Running while its token lives, since the token was made."""
+    created = token["created"].isoformat()
+    return {"PilotID": token["pilot_id"], "Queue": "", "VO": token["vo"], "Backend": BY_HAND, "BackendRef": "",
+            "State": pilots_db.RUNNING, "JobsRun": jobs_run, "Submitted": created, "LastUpdate": created,
+            **isolation_view(token, pilots_db.RUNNING)}
+
+
+# The warning of an active pilot that runs payloads without isolation.
+UNISOLATED = "runs payloads without isolation"
+
+
+def isolation_view(row: Mapping[str, Any], state: str) -> dict[str, Any]:
+    """Isolation (bubblewrap, apptainer, none; "" when the pilot has not said), its
+    note, and the operators' Warning: set for a pilot in ``state`` Submitted or
+    Running that runs payloads without isolation (an ended one runs nothing)."""
+    isolation, note = row["isolation"] or "", row["isolation_note"] or ""
+    warning = ""
+    if isolation == NO_ISOLATION and state in pilots_db.ACTIVE_STATES:
+        warning = f"{UNISOLATED}: {note}" if note else UNISOLATED
+    return {"Isolation": isolation, "IsolationNote": note, "Warning": warning}
 
 
 # ---------------------------------------------------------------- 1. refresh
@@ -248,7 +357,7 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
     snapshot = reservations_service.snapshot(runtime, now or datetime.now(timezone.utc))
 
     def sends_pilots(ctx: MatchContext, tq: TaskQueueView) -> bool:
-        ar_id = tq.definition.get("reservation")
+        ar_id = tq.definition.reservation
         if ar_id is not None and reservation_rules.queue_denial(snapshot, ar_id, ctx.request.ref.name) is not None:
             return False
         return framework.evaluate(LAYERS, ctx, tq, static_only=True, cache=static).allowed
@@ -274,6 +383,22 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
         entry["waiting"] = math.ceil(shares.get(name, 0.0) - 1e-9)
         entry["by_vo"] = {vo: math.ceil(share - 1e-9) for vo, share in sorted(vo_shares.get(name, {}).items())}
     return out
+
+
+#: The pilots read to count a queue's empty rounds: enough for the longest pause.
+BACKOFF_HISTORY = 200
+
+
+def paused_until(runtime: Runtime, ref: QueueRef, vo: str | None) -> datetime | None:
+    """When the SiteDirector may send ``vo``'s pilots to ``ref`` again after
+    rounds of pilots that ran nothing there (None: now; core/pilot_backoff.py)."""
+    settings = runtime.config.settings
+    with reading(runtime.engine) as conn:
+        rows = pilots_db.recent_outcomes(conn, ref.site, ref.ce, ref.queue, vo, BACKOFF_HISTORY)
+    outcomes = [PilotOutcome(row["submitted"], row["last_update"], int(row["jobs_run"]),
+                             row["state"] in pilots_db.FINAL_STATES) for row in rows]
+    base = settings.empty_pilot_backoff
+    return pilot_backoff.paused_until(outcomes, base, max(base, settings.empty_pilot_backoff_max))
 
 
 @dataclass(frozen=True)
@@ -342,7 +467,8 @@ def reserve_pilots(
 ) -> Reserved:
     """Under the queue's lock: count its pilots and the VO's, record as many
     new Submitted pilots of ``vo`` as the limits allow (:func:`pilots_for_vo`)
-    and issue each a token of ``vo`` bound to it, living pilot_token_lifetime."""
+    and issue each a token of ``vo`` bound to it, living pilot_token_lifetime
+    and holding at most the queue's slots per pilot."""
     lifetime = default_lifetime(runtime.config.settings, "pilot")
 
     def work(conn) -> Reserved:
@@ -356,7 +482,7 @@ def reserve_pilots(
              "state": pilots_db.SUBMITTED, "submitted": now, "vo": vo}
             for pid in ids
         ])
-        tokens = {pid: store_token(conn, pilot_identity(vo, pid), now, lifetime=lifetime,
+        tokens = {pid: store_token(conn, pilot_identity(vo, pid, limits.slots_per_pilot), now, lifetime=lifetime,
                                    description=f"SiteDirector pilot {pid}") for pid in ids}
         return Reserved(ids, tokens, counts, vo_counts)
 
@@ -384,6 +510,10 @@ def pilot_argv(ref: QueueRef, pools: Sequence[str], params: ParameterMap, limits
             # A margin, so that a job asking for the queue's whole CPUTime
             # still fits once the pilot has spent a moment starting.
             argv += ["--cpu-time-left", str(int(float(cpu_time)) + CPU_TIME_MARGIN)]
+    for name, option in PILOT_OPTIONS.items():
+        value = parameter(params, name)
+        if value is not None:
+            argv += [option, ",".join(value) if isinstance(value, (list, tuple)) else str(value)]
     return [*argv, *extra]
 
 
@@ -428,19 +558,3 @@ def launch_pilots(runtime: Runtime, launcher: PilotLauncher, ref: QueueRef, back
                  extra={"fields": {"pilot_id": pid, "queue": ref.name, "backend": backend_name,
                                    "backend_ref": backend_ref}})
     return list(refs)
-
-
-def kill_pilot(runtime: Runtime, launcher: PilotLauncher, pilot_id: str, now: datetime) -> bool:
-    """Stop an active pilot through its backend, mark it Aborted and revoke its token; False if it was not active."""
-    with reading(runtime.engine) as conn:
-        pilot = pilots_db.get_pilot(conn, pilot_id)
-    if pilot is None or pilot["state"] not in pilots_db.ACTIVE_STATES:
-        return False
-    if pilot["backend_ref"]:
-        launcher.backend(pilot["backend"]).kill(pilot["backend_ref"])
-
-    def abort(conn) -> bool:
-        tokens_db.revoke_pilot_tokens(conn, [pilot_id], now)
-        return pilots_db.set_state(conn, pilot_id, pilots_db.ABORTED, now)
-
-    return run_in_transaction(runtime.engine, abort)

@@ -9,18 +9,22 @@ from typing import Any
 
 from wms.core import pools, scheduling
 from wms.core.errors import InvalidInput, NotFound
+from wms.core.task_queues import TaskQueueDefinition
 from wms.core.optimizers import Job
 from wms.core.identity import Identity
+from wms.core.paging import Page
 from wms.core.optimizers.job_scheduling import scheduling_request
 from wms.core.resources import QueueRef
 from wms.core.states import JobStatus
 from wms.db.engine import reading
+from wms.db import cluster_objects as cluster_db
 from wms.db import jobs as jobs_db
 from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
 from wms.services import access
 from wms.services import feasibility
 from wms.services import jobs as jobs_service
+from wms.services import tokens as tokens_service
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
 from wms.services.submission import SubmitOptions, parse_sources, run_chain
@@ -35,12 +39,14 @@ def submit_pools_for_queue(runtime: Runtime, site: str, ce: str, queue: str) -> 
         return pools_db.get_pools_for_queue(conn, site, ce, queue)
 
 
-def list_pools(runtime: Runtime, identity: Identity) -> list[dict[str, Any]]:
-    """The pools the caller may see: a pool is its VO's requirements, shown as its task queues are."""
+def list_pools(runtime: Runtime, identity: Identity, page: Page | None = None) -> list[dict[str, Any]]:
+    """The pools the caller may see, by id: a pool is its VO's requirements, shown as its task
+    queues are. With ``page``: those after its key, and one more than the page holds when there
+    are more (wms/api/paging.py)."""
     with reading(runtime.engine) as conn:
-        rows = pools_db.list_pools(conn)
-    policy = access.policy(runtime)
-    return [_pool_view(row) for row in rows if access.may_see_pool(identity, row["vo"], policy)]
+        rows = pools_db.list_pools(conn, vo=access.pool_vo_seen(identity, access.policy(runtime)),
+                                   after=page.after if page else None, limit=page.size + 1 if page else None)
+    return [_pool_view(row) for row in rows]
 
 
 def get_pool(runtime: Runtime, identity: Identity, pool_id: str) -> dict[str, Any]:
@@ -113,6 +119,18 @@ def match_queues_for_job(runtime: Runtime, identity: Identity, job_id: int, now:
     return match_queues_for_text(runtime, owner, f"job {job_id}", original, now)
 
 
+#: The cluster object stamping the pool map: the configuration it was
+#: computed from (Config.pool_map_fingerprint) and when.
+POOL_MAP = "submit_pool_map"
+
+
+def pool_map_stamp(runtime: Runtime) -> dict[str, str] | None:
+    """When the pool map was last refreshed and from which configuration; None before the first refresh."""
+    with reading(runtime.engine) as conn:
+        row = cluster_db.get_object(conn, POOL_MAP)
+    return json.loads(row["text"]) if row and row["text"] else None
+
+
 def refresh_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
     """Recompute every pool's eligible queues, then re-examine the waiting jobs.
 
@@ -128,11 +146,14 @@ def refresh_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
     new_queues: dict[str, list[QueueRef]] = {}
     for row in stored:
         document = json.loads(row["requirements"])
-        new_queues[row["pool_id"]] = pools.pool_queues(document, runtime.resources_for(row["vo"]), types)
+        new_queues[row["pool_id"]] = pools.pool_queues(document, runtime.resources_for(row["vo"]), types,
+                                                       strict=False)
 
     def store(conn) -> None:
         for pool_id, refs in new_queues.items():
             pools_db.replace_pool_queues(conn, pool_id, [(r.site, r.ce, r.queue) for r in refs], now)
+        stamp = {"fingerprint": runtime.config.pool_map_fingerprint, "refreshed": now.isoformat()}
+        cluster_db.put_object(conn, POOL_MAP, json.dumps(stamp), "submit_pool_refresher", now)
 
     run_in_transaction(runtime.engine, store)
 
@@ -140,11 +161,13 @@ def refresh_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
         task_queues = tq_db.list_task_queues(conn)
     changed = 0
     for tq in task_queues:
-        definition = json.loads(tq["definition"]) if isinstance(tq["definition"], str) else tq["definition"]
         resources = runtime.resources_for(tq["vo"])
         pool_id = tq["submit_pool"]
         pool_queues = new_queues.get(pool_id, []) if pool_id else None
-        request = scheduling.SchedulingRequest.from_definition(definition)
+        try:
+            request = TaskQueueDefinition.from_stored(tq["definition"]).request
+        except InvalidInput:
+            continue        # never matched: the Matcher says why (core/match/levels.py)
         kept, dropped = scheduling.static_queues(request, pool_queues, resources)
         minor = scheduling.WAITING_FOR_PILOT if kept else scheduling.no_queue_message(dropped)
 
@@ -161,7 +184,8 @@ def clean_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
     A pool is kept for ``submit_pool_grace`` seconds after its last job left
     it, since a job may be rescheduled soon after. The DELETE checks again
     that the pool is unused, so a job submitted meanwhile keeps it; empty
-    task queues go too. Safe to run twice at once.
+    task queues go too, and the usage rows of pilots whose token has ended
+    (``tokens.clean_pilot_slots``). Safe to run twice at once.
     """
     cut = now - timedelta(seconds=runtime.config.settings.submit_pool_grace)
 
@@ -169,4 +193,7 @@ def clean_submit_pools(runtime: Runtime, now: datetime) -> dict[str, int]:
         pools = pools_db.delete_pools(conn, pools_db.unused_pools(conn, cut), unused_before=cut)
         return {"pools_removed": pools, "task_queues_removed": tq_db.delete_empty_task_queues(conn)}
 
-    return run_in_transaction(runtime.engine, clean)
+    report = run_in_transaction(runtime.engine, clean)
+    # The same sweep for another leftover of matching: the usage rows of ended pilots.
+    report["pilot_rows_removed"] = tokens_service.clean_pilot_slots(runtime.engine, now)
+    return report

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection
 
-from wms.core.match.levels import task_queue_view
+from wms.core.match.levels import stored_task_queue_view
 from wms.core.match.quotas import job_facts
 from wms.core.quotas.evaluate import QuotaRules, exempt
 from wms.core.quotas.filters import Groups
@@ -38,7 +38,7 @@ def recount(runtime: Runtime, conn: Connection, sets: list[RuleSet], groups: Gro
     if rules:
         jobs = quotas_db.holding_jobs(conn)
         tq_ids = sorted({job["task_queue_id"] for job in jobs if job["task_queue_id"] is not None})
-        views = {row["tq_id"]: task_queue_view(row, runtime.complexes)
+        views = {row["tq_id"]: stored_task_queue_view(row, runtime.complexes)
                  for row in match_db.get_task_queues(conn, tq_ids)}
         for job in jobs:
             view = views.get(job["task_queue_id"])

@@ -19,20 +19,22 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, field_validator
 from sqlalchemy.engine import Connection
 
 from wms.core import complexes as cx_rules
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound, WmsError
+from wms.core.task_queues import TaskQueueDefinition
 from wms.core.identity import Identity
 from wms.core.limits import parse_id
 from wms.core.match import levels
-from wms.core.match.context import LevelValues
+from wms.core.offers import LevelValues
 from wms.core.scopes import host_scope
 from wms.core.match.reservations import ReservationView, Snapshot
+from wms.core.paging import Page, Slice
 from wms.core.patterns import match_pattern
 from wms.core.quantities import time_limit
 from wms.core.reservations import access, admission
@@ -43,7 +45,7 @@ from wms.core.reservations.states import ACTIVE, FINAL, STARTED, ARState, due_st
 from wms.core.reservations.switches import (
     DEFAULT_ACCOUNT, ReservationSpec, build_request, check_name, parse_mail_list, parse_mail_options,
 )
-from wms.core.reservations.timespec import Window, changed_end, parse_duration
+from wms.core.reservations.timespec import Window, changed_end, format_time_span, parse_time_span
 from wms.core.resources import QueueRef
 from wms.core.states import JobStatus, KILLABLE
 from wms.db import jobs as jobs_db
@@ -105,9 +107,12 @@ def candidates(runtime: Runtime) -> list[Candidate]:
     return out
 
 
-def _h_rt(definition: Any) -> float | None:
-    data = json.loads(definition) if isinstance(definition, str) else dict(definition or {})
-    return time_limit((data.get("resource_requests") or {}).get("h_rt"))
+def _h_rt(stored: str) -> float | None:
+    """A running job's h_rt, from its task queue's stored definition (None: none, or not readable)."""
+    try:
+        return time_limit(TaskQueueDefinition.from_stored(stored).hard_requests.get("h_rt"))
+    except InvalidInput:
+        return None
 
 
 def read_calendar(runtime: Runtime, conn: Connection, now: datetime, exclude: int | None = None
@@ -298,7 +303,7 @@ def _view(row: dict[str, Any], bookings: list[dict[str, Any]], runtime: Runtime)
         "ar_id": row["ar_id"], "name": row["name"], "owner": row["owner"], "group": row["owner_group"],
         "state": row["state"],
         "start": row["start_time"].isoformat(), "end": row["end_time"].isoformat(),
-        "duration": format_duration(duration), "submission_time": row["submission_time"].isoformat(),
+        "duration": format_time_span(duration), "submission_time": row["submission_time"].isoformat(),
         "account": row["account"], "acl": json.loads(row["acl"]), "resources": request.get("resources", {}),
         "queues": request.get("queues", []), "masterq": request.get("masterq", []), "pe": request.get("pe"), "pe_range": request.get("pe_range"),
         "ckpt": request.get("ckpt"), "granted": granted, "slots": slots, "complex_values": ",".join(values),
@@ -307,38 +312,51 @@ def _view(row: dict[str, Any], bookings: list[dict[str, Any]], runtime: Runtime)
     }
 
 
-def format_duration(seconds: float) -> str:
-    """qrstat's durations: ``0:10:10``, ``24:0:10`` (h:m:s without padding)."""
-    total = int(seconds)
-    return f"{total // 3600}:{total % 3600 // 60}:{total % 60}"
-
-
 def show(runtime: Runtime, identity: Identity, selectors: list[str] | None = None,
          users: list[str] | None = None) -> list[dict[str, Any]]:
     """qrstat: active reservations, or those ``selectors`` name (ids, names, name patterns) in any state.
 
     Only those the caller may see (visibility.reservations; by default all,
     as qrstat(1)): another's hidden reservation is as unknown as a missing one."""
+    if not selectors:
+        return show_page(runtime, identity, users).rows
     policy, usersets = services_access.policy(runtime), runtime.config.cluster.usersets
     with reading(runtime.engine) as conn:
-        if selectors:
-            rows = [r for r in ar_db.list_reservations(conn)
-                    if services_access.may_see_reservation(identity, r, policy, usersets)]
-            chosen = []
-            for selector in selectors:
-                found = [r for r in rows if _selected(selector, r)]
-                if not found:
-                    raise NotFound(f"advance reservation {selector} does not exist")
-                chosen.extend(r for r in found if r not in chosen)
-            rows = chosen
-        else:
-            rows = [r for r in ar_db.list_reservations(conn, [s.value for s in ACTIVE])
-                    if services_access.may_see_reservation(identity, r, policy, usersets)]
-        if users:
-            wanted = [identity.user if u == "$user" else u for u in users]
-            rows = [r for r in rows if any(match_pattern(u, r["owner"]) for u in wanted)]
-        bookings = ar_db.bookings_of(conn, [r["ar_id"] for r in rows])
-    return [_view(r, bookings[r["ar_id"]], runtime) for r in rows]
+        rows = [r for r in ar_db.list_reservations(conn)
+                if services_access.may_see_reservation(identity, r, policy, usersets)]
+        chosen = []
+        for selector in selectors:
+            found = [r for r in rows if _selected(selector, r)]
+            if not found:
+                raise NotFound(f"advance reservation {selector} does not exist")
+            chosen.extend(r for r in found if r not in chosen)
+        return _views(conn, runtime, identity, chosen, users)
+
+
+def show_page(runtime: Runtime, identity: Identity, users: list[str] | None = None,
+              page: Page | None = None) -> Slice:
+    """qrstat without selectors: the active reservations the caller may see (of ``users``), by
+    id; with ``page``, those among the page's ``size`` active reservations after its key (an
+    access list is read row by row: a :class:`Slice`)."""
+    policy, usersets = services_access.policy(runtime), runtime.config.cluster.usersets
+    with reading(runtime.engine) as conn:
+        read = ar_db.list_reservations(conn, [s.value for s in ACTIVE], after=page.after if page else None,
+                                       limit=page.size if page else None)
+        rows = [r for r in read if services_access.may_see_reservation(identity, r, policy, usersets)]
+        views = _views(conn, runtime, identity, rows, users)
+    return Slice(views, read[-1]["ar_id"] if page is not None and len(read) == page.size else None)
+
+
+def _views(conn: Connection, runtime: Runtime, identity: Identity, rows: list[dict[str, Any]],
+           users: list[str] | None) -> list[dict[str, Any]]:
+    """The qrstat view of each of ``rows`` owned by one of ``users`` (patterns; ``$user``: the caller),
+    with ``may_change``: whether the caller may change or delete it."""
+    if users:
+        wanted = [identity.user if u == "$user" else u for u in users]
+        rows = [r for r in rows if any(match_pattern(u, r["owner"]) for u in wanted)]
+    bookings = ar_db.bookings_of(conn, [r["ar_id"] for r in rows])
+    return [{**_view(r, bookings[r["ar_id"]], runtime),
+             "may_change": access.may_administer(identity.role, identity.user, r["owner"])} for r in rows]
 
 
 def _selected(selector: str, row: dict[str, Any]) -> bool:
@@ -506,8 +524,11 @@ def _hold(conn: Connection, ar_id: int, sign: int) -> None:
 
 
 # ---------------------------------------------------------------- qralter
-@dataclass
-class Changes:
+class ReservationChange(BaseModel):
+    """What qralter changes (the body of PATCH /reservations/{id}): each field given, the others left."""
+
+    model_config = ConfigDict(extra="forbid")
+
     name: str | None = None
     users: list[str] | None = None
     mail_options: str | None = None
@@ -515,8 +536,15 @@ class Changes:
     end: datetime | None = None
     duration: str | None = None
 
+    @field_validator("end")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("a time must carry its zone")
+        return value
 
-def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Changes, now: datetime) -> dict[str, Any]:
+
+def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: ReservationChange, now: datetime) -> dict[str, Any]:
     """qralter: change the name, access list, mail, or end (-e) / duration (-d) while waiting or running.
 
     A longer window is checked against the calendar again (the other
@@ -534,7 +562,7 @@ def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Changes, no
     acl = access.parse_acl(changes.users, usersets) if changes.users is not None else None
     if acl is not None:
         values["acl"] = json.dumps(list(acl))
-    duration = parse_duration(changes.duration) if changes.duration else None
+    duration = parse_time_span(changes.duration) if changes.duration else None
     cands = {(c.queue, c.host): c for c in candidates(runtime)}
     policy = services_access.policy(runtime)
 

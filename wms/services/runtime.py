@@ -21,6 +21,7 @@ from wms.core.resources import Resources
 from wms.db.engine import PoolOptions, make_engine
 from wms.services import stored_objects
 from wms.services.caches import Caches
+from wms.services.oidc import Verifier
 
 # The stored-object kind of the complex table (qconf -Mc), and how often a
 # process looks whether another process stored a newer one.
@@ -39,6 +40,8 @@ class Runtime:
     # configuration it was computed from.
     caches: Caches = field(default_factory=Caches)
     _complexes: Any = None
+    # The verifier of OpenID Connect access tokens, with the issuers' keys it keeps (services/oidc.py).
+    oidc: Verifier | None = None
 
     @classmethod
     def create(cls, config: Config, engine: Engine | None = None) -> "Runtime":
@@ -51,6 +54,7 @@ class Runtime:
             pool=PoolOptions(**config.settings.database_pool.model_dump()),
         )
         runtime.caches.verified_tokens.ttl = float(config.settings.token_cache_seconds)
+        runtime.oidc = Verifier(config.settings.identity_providers, config.settings.identity_provider_checks)
         return runtime
 
     def resources_for(self, vo: str | None) -> Resources:

@@ -30,8 +30,9 @@ from wms.core import jdl
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.identity import Identity
 from wms.core.sandboxes import (
+    STDERR_NAME, STDOUT_NAME,
     INPUT, OUTPUT, SandboxFile, check_digest, check_file_size, check_job_size, check_name, check_output_patterns,
-    input_names,
+    MAX_LEFT_OUT, check_quota, input_names,
 )
 from wms.core.states import FINAL_STATES
 from wms.db import jobs as jobs_db
@@ -59,10 +60,21 @@ def store_of(runtime: Runtime) -> SandboxStore:
     return make_store(runtime.config.settings, runtime.engine)
 
 
-def limits_view(runtime: Runtime) -> dict[str, Any]:
-    """What `wms submit` checks before it uploads anything."""
+def limits_view(runtime: Runtime, identity: Identity, left_out: Sequence[str] = ()) -> dict[str, Any]:
+    """What `wms submit` checks before it uploads anything: the size limits, the quotas
+    (0: none) and what the caller's sandboxes and all sandboxes hold now, leaving out the
+    contents ``left_out`` (the files about to be sent: one already held adds nothing, as at
+    the upload)."""
+    if len(left_out) > MAX_LEFT_OUT:
+        raise InvalidInput(f"sha256: {len(left_out)} digests; at most {MAX_LEFT_OUT} may be named at once")
+    but = {check_digest(value, "sha256") for value in left_out}
     s = runtime.config.settings.sandboxes
-    return {"file_bytes": s.file_bytes, "job_bytes": s.job_bytes, "store": s.store}
+    with reading(runtime.engine) as conn:
+        user_held = sandboxes_db.bytes_held(conn, identity.user, but=but) if s.user_bytes else 0
+        total_held = sandboxes_db.bytes_held(conn, but=but) if s.total_bytes else 0
+    return {"file_bytes": s.file_bytes, "job_bytes": s.job_bytes, "store": s.store,
+            "user_bytes": s.user_bytes, "total_bytes": s.total_bytes, "user_held": user_held,
+            "total_held": total_held}
 
 
 def _check_content(claimed: str, received: Received, where: str) -> None:
@@ -78,10 +90,30 @@ def upload(runtime: Runtime, identity: Identity, claimed: str, received: Receive
     limits = runtime.config.settings.sandboxes.limits()
     check_file_size(claimed[:12], received.size, limits, "upload")
     _check_content(claimed, received, "upload")
+    check_quotas(runtime, identity, claimed, received.size)
     store_of(runtime).put(claimed, received.content, now)
     run_in_transaction(runtime.engine,
                        lambda conn: sandboxes_db.record_upload(conn, identity.user, claimed, received.size, now))
     return {"sha256": claimed, "size": received.size}
+
+
+def check_quotas(runtime: Runtime, identity: Identity, sha256: str, size: int) -> None:
+    """Refuse (413) an upload that would take the caller's sandboxes past ``sandboxes.user_bytes``
+    or all sandboxes past ``sandboxes.total_bytes``; the same content sent again adds nothing.
+    Checked twice: from the Content-Length before the body is read (the route), and with the
+    size received before the content is stored.
+
+    Read before the content is stored, without a lock: two uploads of one user
+    at the same moment may both pass, by at most one file each
+    (``sandboxes.file_bytes``); docs/security.md says so."""
+    settings = runtime.config.settings.sandboxes
+    with reading(runtime.engine) as conn:
+        if settings.user_bytes:
+            check_quota(f"user {identity.user}'s sandboxes", sandboxes_db.bytes_held(conn, identity.user, but=(sha256,)),
+                        size, settings.user_bytes, "user_bytes")
+        if settings.total_bytes:
+            check_quota("all sandboxes together", sandboxes_db.bytes_held(conn, but=(sha256,)), size,
+                        settings.total_bytes, "total_bytes")
 
 
 def job_origins(sources: Sequence[str], parsed_sources: Sequence[str]) -> list[int]:
@@ -194,12 +226,16 @@ def check_access(runtime: Runtime, identity: Identity, job_id: int, kind: str, p
     return row
 
 
-def output_patterns(runtime: Runtime, job_id: int) -> list[str]:
-    """The ``OutputSandbox`` entries of the job's JDL."""
+def _description(runtime: Runtime, job_id: int) -> jdl.JobDescription:
     with reading(runtime.engine) as conn:
         _, text = jobs_db.get_jdl(conn, job_id)
     [description] = jdl.parse_jdl(text, f"job {job_id}")[:1]
-    return list(description.output_sandbox)
+    return description
+
+
+def output_patterns(runtime: Runtime, job_id: int) -> list[str]:
+    """The ``OutputSandbox`` entries of the job's JDL."""
+    return list(_description(runtime, job_id).output_sandbox)
 
 
 def manifest(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str | None = None,
@@ -210,8 +246,10 @@ def manifest(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str | 
         inputs = sandboxes_db.files_of(conn, job_id, INPUT)
         outputs = (sandboxes_db.files_of(conn, job_id, OUTPUT, placement["attempt"])
                    if identity.role != access.PILOT else [])
-    return {"JobID": job_id, "InputSandbox": inputs, "OutputSandbox": output_patterns(runtime, job_id),
-            "OutputFiles": outputs}
+    description = _description(runtime, job_id)
+    return {"JobID": job_id, "InputSandbox": inputs, "OutputSandbox": list(description.output_sandbox),
+            "OutputFiles": outputs, "StdOutput": description.std_output or STDOUT_NAME,
+            "StdError": description.std_error or STDERR_NAME}
 
 
 def open_file(runtime: Runtime, identity: Identity, job_id: int, kind: str, name: str,

@@ -9,24 +9,33 @@ job is refused whole and stores nothing.
 
 from __future__ import annotations
 
-import json
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
-from wms.core import jdl, pools
+from sqlalchemy import Connection
+
+from wms.core import caps, jdl, pools
+from wms.core import holds as hold_rules
+from wms.core.holds import Hold
 from wms.core.classad import render_record
 from wms.core.errors import InvalidInput, TooLarge, WmsError
 from wms.core.limits import DEFAULT as DEFAULT_LIMITS, Limits
 from wms.core.optimizers import ChainEnv, Job
 from wms.core.identity import Identity
-from wms.core.states import JobStatus
+from wms.core.states import HoldType, JobStatus
+from wms.core.task_queues import TaskQueueDefinition
+from wms.db import caps as caps_db
+from wms.db import holds as holds_db
 from wms.db import jobs as jobs_db
 from wms.db import pools as pools_db
 from wms.db import task_queues as tq_db
-from wms.services.feasibility import flag_unrunnable
+from wms.db.engine import reading
+from wms.services.feasibility import flag_unknown_names, flag_unrunnable
 from wms.services.matcher import forget_waiting_task_queues
 from wms.services.retry import run_in_transaction
+from wms.services import jobs as jobs_service
 from wms.services import reservations as reservations_service
 from wms.services import sandboxes as sandboxes_service
 from wms.services.runtime import Runtime
@@ -97,6 +106,15 @@ def parse_sources(
     return out
 
 
+def check_retries(parsed: list[tuple[str, jdl.JobDescription]], max_reschedule: int) -> None:
+    """A job asking for more retries than max_reschedule allows is refused: it would
+    silently get fewer than it asked for (wms/core/retries.py)."""
+    for source, description in parsed:
+        if description.max_retries > max_reschedule:
+            raise InvalidInput(f"{source}: MaxRetries = {description.max_retries} is more than this server allows "
+                               f"(max_reschedule: {max_reschedule})")
+
+
 def run_chain(runtime: Runtime, env: ChainEnv, identity: Identity, parsed: list[tuple[str, jdl.JobDescription]]) -> list[Job]:
     """Every job through every executor; the first refusal refuses the request."""
     jobs = []
@@ -155,37 +173,41 @@ def submit(
     *,
     input_sandboxes: Sequence[Mapping[str, str]] = (),
     strict: bool = False,
+    held: bool = False,
 ) -> Submitted:
     """Submit every job of ``sources``; with ``strict``, refuse them all (nothing stored) when
-    no configured queue could ever run one of them (services/feasibility.py).
+    no configured queue could ever run one of them, or one's Requirements expression reads a
+    name no resource describes (services/feasibility.py).
 
     ``input_sandboxes``: for each source, ``{InputSandbox entry: sha256}`` of
-    the files uploaded for it (services/sandboxes.py)."""
+    the files uploaded for it (services/sandboxes.py).
+
+    ``held`` (qsub -h): the jobs are stored with a user hold on them, in the
+    same transaction, so that no pilot takes one before it is held."""
     settings = runtime.config.settings
     parsed = parse_sources(sources, options, settings.max_jobs_per_submission, settings.limits.core())
+    check_retries(parsed, settings.max_reschedule)
+    with reading(runtime.engine) as conn:
+        check_caps(conn, settings.caps.core(), identity.user, Counter({identity.vo: len(parsed)}), lock=False)
     sandbox_plans = sandboxes_service.plan_inputs(runtime, identity, [s for s, _ in sources], input_sandboxes,
                                                   parsed)
     env = runtime.chain_env(now)
     jobs = run_chain(runtime, env, identity, parsed)
     check_reservations(runtime, env, identity, jobs, now)
-    warnings = flag_unrunnable(runtime, jobs)
+    warnings = flag_unknown_names(runtime, jobs) + flag_unrunnable(runtime, jobs)
     if strict and warnings:
         raise InvalidInput(f"refused (--strict), nothing submitted: {warnings[0]}"
                            + (f"; and {len(warnings) - 1} more" if len(warnings) > 1 else ""))
 
-    task_queues = {}
+    filed: list[TaskQueueDefinition] = []
     for job in jobs:
         if job.task_queue is None:
             raise InvalidInput(f"{job.source}: the optimizer chain did not file the job into a task queue")
-        task_queues.setdefault(job.task_queue["tq_key"], job.task_queue)
-    used_pools = {job.pool.pool_id: job.pool for job in jobs if job.pool is not None}
-    tq_rows = [{**tq, "definition": json.dumps(tq["definition"], sort_keys=True)} for tq in task_queues.values()]
+        filed.append(job.task_queue)
 
     def store(conn) -> list[int]:
-        for pool in used_pools.values():
-            if pools_db.upsert_pool(conn, pool.pool_id, pools.document_text(pool.requirements), pool.vo, now):
-                pools_db.replace_pool_queues(conn, pool.pool_id, [(q.site, q.ce, q.queue) for q in pool.queues], now)
-        tq_ids = tq_db.get_or_create_task_queues(conn, tq_rows, now)
+        check_caps(conn, settings.caps.core(), identity.user, Counter(job.vo for job in jobs))
+        tq_ids = store_pools_and_task_queues(conn, jobs, now)
         rows = [
             {
                 "job_name": job.description.job_name or "",
@@ -197,13 +219,13 @@ def submit(
                 "site": site_summary(job),
                 "queue": "",
                 "submit_pool": job.pool.pool_id if job.pool else None,
-                "task_queue_id": tq_ids[job.task_queue["tq_key"]],
+                "task_queue_id": tq_ids[tq.key],
                 "priority": job.description.priority,
                 "cpu_time": job.cpu_time,
                 "original_jdl": job.description.text,
                 "jdl": final_jdl(job),
             }
-            for job in jobs
+            for job, tq in zip(jobs, filed)
         ]
         ids = jobs_db.insert_jobs(conn, rows, now)
         sandboxes_service.attach_inputs(conn, ids, sandbox_plans, now)
@@ -214,14 +236,60 @@ def submit(
             history.append(_entry(job_id, JobStatus.CHECKING, chain_names, SOURCE_OPTIMIZERS, now))
             history.append(_entry(job_id, JobStatus.WAITING, job.minor_status, SOURCE_TASK_QUEUE, now))
         jobs_db.add_history(conn, history)
-        if used_pools:
-            pools_db.touch_pool_used(conn, sorted(used_pools), now)
+        if held:
+            hold = Hold(HoldType.USER, identity.user, "", now)
+            holds_db.add_holds(conn, [(job_id, hold) for job_id in ids])
+            jobs_db.set_status(conn, ids, JobStatus.HELD.value, hold_rules.minor_status([hold]),
+                               jobs_service.source(identity), now, expect={JobStatus.WAITING.value},
+                               values={"hold_types": hold_rules.write_types([HoldType.USER])})
         return ids
 
     ids = run_in_transaction(runtime.engine, store)
     # New task queues may have appeared: this process's Matcher looks again.
     forget_waiting_task_queues(runtime)
     return Submitted(ids, warnings)
+
+
+def store_pools_and_task_queues(conn: Connection, jobs: Iterable[Job], now: datetime) -> dict[str, int]:
+    """The SubmitPools and task queues ``jobs`` were filed into, stored (each
+    once; a new pool with its queues); the task queues' ids by their key.
+    Within the caller's transaction: submission, rescheduling and alter."""
+    jobs = list(jobs)
+    used_pools = {job.pool.pool_id: job.pool for job in jobs if job.pool is not None}
+    for pool in used_pools.values():
+        if pools_db.upsert_pool(conn, pool.pool_id, pools.document_text(pool.requirements), pool.vo, now):
+            pools_db.replace_pool_queues(conn, pool.pool_id, [(q.site, q.ce, q.queue) for q in pool.queues], now)
+    if used_pools:
+        pools_db.touch_pool_used(conn, sorted(used_pools), now)
+    rows: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        tq = job.task_queue
+        if tq is not None and tq.key not in rows:
+            rows[tq.key] = {"tq_key": tq.key, "owner": tq.owner, "owner_group": tq.owner_group, "vo": tq.vo,
+                            "submit_pool": tq.submit_pool, "cpu_time": tq.request.cpu_time,
+                            "definition": tq.stored(), "reservation_id": tq.reservation,
+                            "priority": job.task_queue_priority}
+    return tq_db.get_or_create_task_queues(conn, list(rows.values()), now)
+
+
+def check_caps(conn: Connection, limits: caps.Caps, user: str, vos: Counter[str], *, lock: bool = True) -> None:
+    """Refuse the submission whole when it would take its user, or the VO of some of its jobs
+    (``vos``: new jobs per VO), past a cap (wms/core/caps.py).
+
+    With ``lock``, on the submission's own connection: the user's and the VOs'
+    submission locks are held until it commits, so a submission of theirs that
+    comes meanwhile waits, then counts these jobs. Without, a quick look before
+    the optimizer chain, so that a user at the cap costs no more than a count."""
+    adding = sum(vos.values())
+    scopes = [("user", user, adding)] if limits.user_jobs or limits.user_waiting else []
+    if limits.vo_jobs or limits.vo_waiting:
+        scopes += [("vo", vo, n) for vo, n in sorted(vos.items())]
+    if lock:
+        caps_db.lock_submitters(conn, [f"{scope}:{name}" for scope, name, _ in scopes])
+    for scope, name, n in scopes:
+        column = "owner" if scope == "user" else "vo"
+        caps.check(limits, scope, name, caps_db.count_jobs(conn, column, name, caps.NOT_FINAL),
+                   caps_db.count_jobs(conn, column, name, caps.WAITING), n)
 
 
 def check_reservations(runtime: Runtime, env: ChainEnv, identity: Identity, jobs: list[Job], now: datetime) -> None:
@@ -238,7 +306,7 @@ def check_reservations(runtime: Runtime, env: ChainEnv, identity: Identity, jobs
         if ar_id is None:
             continue
         hard = dict(job.hard_requests or {})
-        slots = int(job.task_queue["definition"].get("number_of_processors") or 1)
+        slots = job.task_queue.slots if job.task_queue is not None else 1
         key = (ar_id, tuple(sorted(hard.items())), slots)
         if key not in limits:
             try:

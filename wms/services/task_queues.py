@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from wms.core.identity import Identity
+from wms.core.paging import Page
 from wms.core.shares import task_queue_priorities
 from wms.db import task_queues as tq_db
 from wms.db.engine import reading
@@ -15,15 +16,15 @@ from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
 
 
-def list_task_queues(runtime: Runtime, identity: Identity) -> list[dict[str, Any]]:
-    """The task queues the caller may see (visibility.task_queues; by default its VO's)."""
+def list_task_queues(runtime: Runtime, identity: Identity, page: Page | None = None) -> list[dict[str, Any]]:
+    """The task queues the caller may see (visibility.task_queues; by default its VO's), by id.
+    With ``page``: those after its key, and one more than the page holds when there are more
+    (wms/api/paging.py)."""
     with reading(runtime.engine) as conn:
-        rows = tq_db.list_task_queues(conn)
-    policy = access.policy(runtime)
+        rows = tq_db.list_task_queues(conn, any_of=access.task_queue_columns_seen(identity, access.policy(runtime)),
+                                      after=page.after if page else None, limit=page.size + 1 if page else None)
     out = []
     for row in rows:
-        if not access.may_see_task_queue(identity, row, policy):
-            continue
         definition = json.loads(row["definition"])
         out.append(
             {

@@ -89,17 +89,19 @@ TASK_QUEUE_SERIES = 500
 class DatabaseCounts:
     waiting: list[tuple[str, str, int]]     # (task queue id or "other", VO, waiting jobs)
     pilots: dict[str, int]                  # pilots by state (every state, 0 included)
+    ran_nothing: int = 0                    # pilots that ended without running a job
 
 
 def database_counts(engine: Engine) -> DatabaseCounts:
-    """What the database says now: waiting jobs per task queue, pilots by state."""
+    """What the database says now: waiting jobs per task queue, pilots by state, pilots that ran nothing."""
     with reading(engine) as conn:
         waiting = pilots_db.waiting_jobs_by_task_queue(conn)
         pilots = pilots_db.count_all_by_state(conn)
+        ran_nothing = pilots_db.count_ran_nothing(conn)
     waiting.sort(key=lambda row: -row[3])
     shown = [(str(tq_id), vo or "", n) for tq_id, _, vo, n in waiting[:TASK_QUEUE_SERIES]]
     others: dict[str, int] = {}
     for _, _, vo, n in waiting[TASK_QUEUE_SERIES:]:
         others[vo or ""] = others.get(vo or "", 0) + n
     shown += [("other", vo, n) for vo, n in sorted(others.items())]
-    return DatabaseCounts(shown, {**dict.fromkeys(pilots_db.PILOT_STATES, 0), **pilots})
+    return DatabaseCounts(shown, {**dict.fromkeys(pilots_db.PILOT_STATES, 0), **pilots}, ran_nothing)

@@ -24,6 +24,16 @@ let onUnauthorized = () => {};
 export function whenUnauthorized(callback) { onUnauthorized = callback; }
 
 export async function api(method, path, body, token = session.token()) {
+  return (await send(method, path, body, token)).document;
+}
+
+/** One page of a paged list: {rows, next}, next being the cursor of the page after (null: the last page). */
+export async function getPage(path) {
+  const {document, response} = await send("GET", path);
+  return {rows: document, next: response.headers.get("X-Next-Cursor")};
+}
+
+async function send(method, path, body, token = session.token()) {
   const headers = {Accept: "application/json"};
   if (token) headers.Authorization = `Bearer ${token}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -33,7 +43,7 @@ export async function api(method, path, body, token = session.token()) {
   } catch (error) {
     throw new ApiError(0, `the server cannot be reached (${error.message})`);
   }
-  if (response.status === 204) return null;
+  if (response.status === 204) return {document: null, response};
   const text = await response.text();
   let document = null;
   try { document = text ? JSON.parse(text) : null; } catch { /* not JSON: shown as text below */ }
@@ -43,10 +53,32 @@ export async function api(method, path, body, token = session.token()) {
     if (response.status === 401 && token === session.token()) onUnauthorized(error);
     throw error;
   }
-  return document;
+  return {document, response};
 }
 
 export const get = (path) => api("GET", path);
+
+/** Save a file the API serves (a sandbox file) under ``name``: fetched with the
+    token (a plain link could not carry it), handed to the browser as a download. */
+export async function download(path, name) {
+  let response;
+  try {
+    response = await fetch(BASE + path, {headers: {Authorization: `Bearer ${session.token()}`}});
+  } catch (error) {
+    throw new ApiError(0, `the server cannot be reached (${error.message})`);
+  }
+  if (!response.ok) {
+    let detail = `${response.status} ${response.statusText}`;
+    try { detail = (await response.json()).detail || detail; } catch { /* not the error shape */ }
+    throw new ApiError(response.status, detail);
+  }
+  const url = URL.createObjectURL(await response.blob());
+  const link = Object.assign(document.createElement("a"), {href: url, download: name});
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+}
 
 /** A query string from {name: value or [values]}, leaving out empty values. */
 export function query(params) {

@@ -5,6 +5,7 @@
 import {api, session, whenUnauthorized} from "./api.js";
 import {h, fill} from "./dom.js";
 import * as signin from "./pages/signin.js";
+import * as oidc from "./oidc.js";
 import * as overview from "./pages/overview.js";
 import * as jobs from "./pages/jobs.js";
 import * as job from "./pages/job.js";
@@ -127,6 +128,24 @@ whenUnauthorized((error) => signOut(`Signed out: ${error.message}`));
 window.addEventListener("hashchange", route);
 
 (async function start() {
+  let said = null;
+  try {
+    const token = await oidc.finish();       // back from the identity provider's sign-in page
+    if (token) {
+      const who = await api("GET", "/whoami", undefined, token);
+      session.signIn(token);
+      me = who;
+      showNav();
+      await route();
+      return;
+    }
+  } catch (error) {
+    said = `Not signed in: ${error.message}`;
+  }
+  if (said) {
+    signin.render(main, {onSignedIn, reason: said});
+    return;
+  }
   if (session.token()) {
     try {
       me = await api("GET", "/whoami");

@@ -17,7 +17,9 @@ from wms.core.match.requirements import (
 )
 from wms.core.match.verdict import ALLOW, Code, never, not_now
 from wms.core.resources import ParameterMap
-from wms.core.scheduling import REASON_CPUTIME, REASON_SITE
+from wms.core.offers import charged
+from wms.core.scheduling import REASON_CPUTIME, REASON_SITE, SchedulingRequest
+from wms.core.task_queues import TaskQueueDefinition
 
 TABLE = ComplexTable.builtin()
 QUEUE_PARAMS = {"CPUTime": 3600, "Platform": "x86_64-el9", "MaxRAM": 2000, "complex_values": {}}
@@ -36,9 +38,12 @@ def context(req: PilotRequest | None = None, queue_values=None, host_values=None
                         usage={}, complexes=TABLE, pilot_ad=req.ad(), resources_for=lambda vo: resources)
 
 
-def task_queue(tq_id=1, pool=None, hard=None, **definition) -> TaskQueueView:
+def task_queue(tq_id=1, pool=None, hard=None, requirements_expr=None, **request) -> TaskQueueView:
+    """A task queue of user u; ``request`` is its SchedulingRequest's (sites, cpu_time, ...)."""
     hard = hard or {}
-    return TaskQueueView(tq_id, "vo", "u", "g", 1, pool, definition, 1, hard, {}, charged=levels.charged(TABLE, hard))
+    definition = TaskQueueDefinition("u", "g", "vo", pool, SchedulingRequest(**request),
+                                     requirements_expr=requirements_expr, hard_requests=hard)
+    return TaskQueueView(tq_id, 1, definition, hard, {}, charged=charged(TABLE, hard))
 
 
 class Fake(BaseLayer):
@@ -147,11 +152,11 @@ def test_pools_layer(pools, pool, code, reason):
 
 @pytest.mark.parametrize("definition, pilot, phase, code, reason", [
     ({}, {}, "static", Code.OK, ""),
-    ({"sites": ["T"]}, {}, "static", Code.NEVER, REASON_SITE),
+    ({"sites": ("T",)}, {}, "static", Code.NEVER, REASON_SITE),
     ({"cpu_time": 7200}, {}, "static", Code.NEVER, REASON_CPUTIME),
     ({"requirements_expr": "other.MaxRAM >= 4000"}, {}, "static", Code.NEVER, REASON_EXPRESSION_STATIC.format()),
     ({"requirements_expr": "other.MaxRAM >= 1000"}, {}, "static", Code.OK, ""),
-    ({"platforms": ["x86_64-el9"]}, {"platform": "x86_64-el8"}, "check", Code.NOT_NOW,
+    ({"platforms": ("x86_64-el9",)}, {"platform": "x86_64-el8"}, "check", Code.NOT_NOW,
      REASON_PILOT_PLATFORM.format(platform="x86_64-el8", wanted="x86_64-el9")),
     ({"cpu_time": 600}, {"cpu_time_left": 300}, "check", Code.NOT_NOW, REASON_CPU_TIME_LEFT.format(needed=600, left=300)),
     ({"requirements_expr": "other.FreeSlots >= 4"}, {"slots": 2}, "check", Code.NOT_NOW, REASON_EXPRESSION.format()),

@@ -12,6 +12,8 @@ from tests.core.quotas.test_parser import RULESETS, TABLE
 from wms.core.quotas.evaluate import JobFacts, QuotaRules, exempt
 from wms.core.quotas.filters import Groups
 from wms.core.quotas.parser import parse_rule_sets
+from wms.core.scheduling import SchedulingRequest
+from wms.core.task_queues import TaskQueueDefinition
 
 GROUPS = Groups(usersets={"staff": ["roland", "andre", "@interns"], "interns": ["ida"]},
                 hostgroups={"@lx_hosts": ["durin", "carc"], "@linux_hosts": ["@lx_hosts", "gimli"]})
@@ -172,7 +174,8 @@ def test_a_disabled_set_does_not_apply_and_no_set_means_no_rules():
 
 
 def test_jobs_of_an_advance_reservation_are_exempt():
-    assert exempt({"reservation": 193}) and not exempt({"reservation": None}) and not exempt({})
+    plain = TaskQueueDefinition("roland", "lhcb_user", "lhcb", None, SchedulingRequest())
+    assert exempt(dataclasses.replace(plain, reservation=193)) and not exempt(plain)
 
 
 def test_unknown_host_judges_no_host_rule():

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from wms.core.complexes import ComplexTable
-from wms.core.match.context import LevelValues
+from wms.core.offers import LevelValues
 from wms.core.reservations.access import may_create, on_acl, parse_acl, queue_denies
 from wms.core.reservations.calendar import Calendar, Use
 from wms.core.reservations.grant import (

@@ -14,6 +14,8 @@ from wms.core.match.reservations import (
     ReservationLayer, ReservationView, Snapshot, adjust_debits,
 )
 from wms.core.match.verdict import Code
+from wms.core.scheduling import SchedulingRequest
+from wms.core.task_queues import TaskQueueDefinition
 
 NOW = datetime(2030, 1, 1, 10, 0, tzinfo=timezone.utc)
 HOUR = timedelta(hours=1)
@@ -35,7 +37,8 @@ def ctx(*views, host="wn1") -> MatchContext:
 
 def tq(reservation=None, h_rt=None) -> TaskQueueView:
     hard = {"h_rt": h_rt} if h_rt is not None else {}
-    return TaskQueueView(1, "vo", "u", "g", 1, None, {"reservation": reservation}, 1, hard, {})
+    return TaskQueueView(1, 1, TaskQueueDefinition("u", "g", "vo", None, SchedulingRequest(), reservation=reservation),
+                         hard, {})
 
 
 @pytest.mark.parametrize("views, job, host, code, reason", [

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wms.core.reservations.states import ARState, Effects, can_move, due_state, effects_of, usable
+from wms.core.reservations.states import ARState, Effects, due_state, effects_of, usable
 
 T0 = datetime(2006, 12, 18, 10, 0, tzinfo=timezone.utc)
 T1 = T0 + timedelta(hours=24)
@@ -28,11 +28,6 @@ T1 = T0 + timedelta(hours=24)
 ])
 def test_due_state(current: str, now: datetime, lost: bool, expected: str) -> None:
     assert due_state(current, T0, T1, now, lost) == expected
-
-
-def test_final_states_do_not_move() -> None:
-    assert not can_move("x", "r") and not can_move("d", "w")
-    assert can_move("w", "r") and can_move("r", "x") and can_move("r", "E") and can_move("E", "r")
 
 
 @pytest.mark.parametrize("state, hard, expected", [

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from wms.core.errors import InvalidInput
-from wms.core.reservations.timespec import make_window, parse_date_time, parse_duration
+from wms.core.reservations.timespec import make_window, parse_date_time, parse_time_span
 
 UTC = timezone.utc
 NOW = datetime(2006, 12, 14, 10, 0, 0, tzinfo=UTC)
@@ -46,13 +46,13 @@ def test_bad_date_time(text: str, problem: str) -> None:
 
 @pytest.mark.parametrize("text, seconds", [("1:0:0", 3600), ("0:30:0", 1800), ("24:0:10", 86410), ("600", 600)])
 def test_duration_in_time_format(text: str, seconds: int) -> None:
-    assert parse_duration(text) == seconds
+    assert parse_time_span(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["0", "0:0:0", "-1:0:0", "infinity", "1:30", "1h"])
 def test_bad_duration(text: str) -> None:
     with pytest.raises(InvalidInput, match="duration"):
-        parse_duration(text)
+        parse_time_span(text)
 
 
 def at(hour: int, minute: int = 0) -> datetime:

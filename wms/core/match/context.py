@@ -11,12 +11,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from wms.core.complexes import Complex, ComplexTable
+from wms.core.offers import LevelValues
 from wms.core.resources import ParameterMap, QueueRef, Resources
+from wms.core.task_queues import TaskQueueDefinition
 from wms.core.scopes import GLOBAL_SCOPE, host_scope, queue_scope  # noqa: F401  (the levels' scopes)
 
 if TYPE_CHECKING:       # the layers that read these import this module
     from wms.core.match.quotas import QuotaRequest
     from wms.core.match.reservations import Snapshot
+
+
+#: The names a pilot's description adds to its queue's ad besides its load
+#: values (:meth:`PilotRequest.ad`): what a Requirements expression may read
+#: of the pilot.
+PILOT_AD_NAMES = ("Host", "HostName", "FreeSlots", "PilotId", "Platform", "CPUTimeLeft", "PilotTags")
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,11 @@ class PilotRequest:
     tags: tuple[str, ...] = ()
     # Only jobs of this VO (a VO's pilot); None: any VO.
     vo: str | None = None
+    # Only jobs of this user (a pilot that cannot isolate its payloads); None: anyone's.
+    owner: str | None = None
+    # The slots the caller's pilot token declared: its claims never hold
+    # more at once (core/match/pilot_slots.py); None: no cap.
+    declared_slots: int | None = None
 
     @property
     def ref(self) -> QueueRef:
@@ -52,21 +65,6 @@ class PilotRequest:
         if self.tags:
             out["PilotTags"] = list(self.tags)
         return out
-
-
-@dataclass(frozen=True)
-class LevelValues:
-    """One Grid Engine level as a pilot request sees it.
-
-    ``fixed`` are configured values (capacities of consumables included),
-    ``load`` the values the pilot measured (host level only), ``scope`` the
-    usage row key when the level's consumables are accounted.
-    """
-
-    level: str
-    fixed: Mapping[str, Any]
-    load: Mapping[str, Any] = field(default_factory=dict)
-    scope: str | None = None
 
 
 @dataclass
@@ -93,6 +91,9 @@ class MatchContext:
     # (scope, resource) -> ids of some jobs holding it, read with the usage
     # (``wms why`` names the jobs in the way of an exclusive complex).
     holders: Mapping[tuple[str, str], list[int]] = field(default_factory=dict)
+    # Seconds of CPU a job's expression may take against this queue and pilot
+    # (limits.evaluation_ms; wms.core.evaluation).
+    evaluation_limit: float = 0.005
     _queue_params: dict[str | None, ParameterMap] = field(default_factory=dict)
 
     @property
@@ -125,19 +126,39 @@ class MatchContext:
 
 @dataclass(frozen=True)
 class TaskQueueView:
-    """A task queue as the Matcher uses it; built once per task queue."""
+    """A task queue as the Matcher uses it: its definition with the
+    requests parsed against the complex table; built once per task queue."""
 
+    # 0 for a definition not stored yet (the submission's feasibility check).
     tq_id: int
-    vo: str
-    owner: str
-    owner_group: str
     priority: int
-    submit_pool: str | None
-    definition: Mapping[str, Any]
-    slots: int
+    definition: TaskQueueDefinition
     # Parsed hard and soft requests: complex name -> value in its type.
     hard: Mapping[str, Any]
     soft: Mapping[str, Any]
     # What the job is checked and charged for: (complex, requested or None
     # for a consumable's default), computed once with the view.
     charged: tuple[tuple[Complex, Any], ...] = ()
+    # Why the stored definition or its requests cannot be matched (the
+    # complex table changed since it was stored, say): no queue takes it.
+    invalid: str | None = None
+
+    @property
+    def vo(self) -> str:
+        return self.definition.vo
+
+    @property
+    def owner(self) -> str:
+        return self.definition.owner
+
+    @property
+    def owner_group(self) -> str:
+        return self.definition.owner_group
+
+    @property
+    def submit_pool(self) -> str | None:
+        return self.definition.submit_pool
+
+    @property
+    def slots(self) -> int:
+        return self.definition.slots

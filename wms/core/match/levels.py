@@ -10,26 +10,38 @@
   once, across all pilots) and ``qname``.
 
 Requests are checked level by level, strictly global -> host -> queue; the
-first level that denies ends the evaluation (``complexes.check_hierarchy``).
+first level that denies ends the evaluation (``offers.check_hierarchy``, shared
+with the grant of an advance reservation).
 Consumables are checked against capacity minus the usage read for this
 request; the claim's conditional debits are the real guard.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from wms.core import complexes as cx_rules
-from wms.core.complexes import Complex, ComplexTable, Offer
+from wms.core.complexes import Complex, ComplexTable
+from wms.core.offers import (
+    GLOBAL,
+    HOST,
+    LEVEL_ORDER,
+    QUEUE,
+    LevelValues,
+    charged,
+    check_hierarchy,
+    offers,
+    request_shortfall,
+)
 from wms.core.errors import InvalidInput
 from wms.core.groups import groups_of
 from wms.core.quantities import time_limit
 from wms.core.resources import QueueRef
+from wms.core.scheduling import SchedulingRequest
+from wms.core.task_queues import TaskQueueDefinition
 from wms.core.match.context import (
     GLOBAL_SCOPE,
-    LevelValues,
     MatchContext,
     PilotRequest,
     TaskQueueView,
@@ -40,18 +52,8 @@ from wms.core.match.layer import BaseLayer, Debit
 from wms.core.match.verdict import ALLOW, Code, Verdict, never, not_now
 from wms.core.reasons import Reason
 
-GLOBAL, HOST, QUEUE = "global", "host", "queue"
-LEVEL_ORDER = (GLOBAL, HOST, QUEUE)
-
-# Queue resource limits (queue_conf(5)): a queue that does not set one offers
-# no limit, so requesting it never fails for want of a definition.
-UNLIMITED_BY_DEFAULT = frozenset({
-    "h_rt", "s_rt", "h_cpu", "s_cpu", "h_vmem", "s_vmem", "h_fsize", "s_fsize", "h_data", "s_data",
-    "h_stack", "s_stack", "h_core", "s_core", "h_rss", "s_rss",
-})
-
 # Amounts in the details are shown as the complex's type reads them (4G, 2:00:00).
-REASON_INVALID_REQUESTS = Reason("invalid-requests", "the task queue's resource requests are invalid: {error}")
+REASON_INVALID_DEFINITION = Reason("invalid-definition", "the task queue's definition is invalid: {error}")
 REASON_FORCED = Reason("forced-not-requested", "{names} must be requested to run here ({level} level)")
 REASON_FULL = Reason("consumable-full", "{level} {resource}: {amount} needed, {free} of {capacity} free")
 REASON_TOO_BIG = Reason("consumable-too-big", "{level} {resource}: {amount} needed, only {capacity} in total")
@@ -127,33 +129,34 @@ def build_levels(
             queue_level(table, request.ref, queue_complex_values))
 
 
-def task_queue_view(row: Mapping[str, Any], table: ComplexTable) -> TaskQueueView:
-    """A stored task queue, its requests parsed once (invalid ones are kept as an error)."""
-    definition = json.loads(row["definition"]) if isinstance(row["definition"], str) else dict(row["definition"])
+def task_queue_view(definition: TaskQueueDefinition, table: ComplexTable, tq_id: int = 0,
+                    priority: int = 1) -> TaskQueueView:
+    """A task queue's definition with its requests parsed once (invalid ones are kept as the reason);
+    ``tq_id`` 0 for one not stored yet (no stored task queue has that id)."""
     try:
-        hard = cx_rules.validate_requests(table, definition.get("resource_requests") or {})
-        soft = cx_rules.validate_requests(table, definition.get("soft_resource_requests") or {},
-                                          where="SoftResourceRequests")
-        error = None
+        hard = cx_rules.validate_requests(table, definition.hard_requests)
+        soft = cx_rules.validate_requests(table, definition.soft_requests, where="SoftResourceRequests")
     except InvalidInput as exc:
-        hard, soft, error = {}, {}, str(exc)
-    if error is not None:
-        definition = {**definition, "_invalid": error}
-    return TaskQueueView(
-        tq_id=row["tq_id"], vo=row["vo"], owner=row["owner"], owner_group=row["owner_group"],
-        priority=row["priority"], submit_pool=row["submit_pool"], definition=definition,
-        slots=int(definition.get("number_of_processors") or 1), hard=hard, soft=soft,
-        charged=charged(table, hard),
-    )
+        return _invalid_view(tq_id, priority, definition, table, str(exc))
+    return TaskQueueView(tq_id, priority, definition, hard, soft, charged=charged(table, hard))
 
 
-def charged(table: ComplexTable, requests: Mapping[str, Any]) -> tuple[tuple[Complex, Any], ...]:
-    """What a job is checked for: its requests, plus every consumable whose default it is charged."""
-    out = {name: (table.resolve(name), value) for name, value in requests.items()}
-    for cx in table:
-        if cx.is_consumable and cx.name not in out and cx_rules.default_value(cx) > 0:
-            out[cx.name] = (cx, None)
-    return tuple(out.values())
+def _invalid_view(tq_id: int, priority: int, definition: TaskQueueDefinition, table: ComplexTable,
+                  why: str) -> TaskQueueView:
+    """A task queue no queue takes any more; the jobs of it already running are still charged
+    the consumables' defaults (the quota recount counts them)."""
+    return TaskQueueView(tq_id, priority, definition, {}, {}, charged=charged(table, {}), invalid=why)
+
+
+def stored_task_queue_view(row: Mapping[str, Any], table: ComplexTable) -> TaskQueueView:
+    """A stored task queue (its row); a definition that cannot be read back is kept as the reason."""
+    try:
+        definition = TaskQueueDefinition.from_stored(row["definition"])
+    except InvalidInput as exc:
+        bare = TaskQueueDefinition(row["owner"], row["owner_group"], row["vo"], row["submit_pool"],
+                                   SchedulingRequest(cpu_time=row["cpu_time"]))
+        return _invalid_view(row["tq_id"], row["priority"], bare, table, str(exc))
+    return task_queue_view(definition, table, row["tq_id"], row["priority"])
 
 
 # ---------------------------------------------------------------- the checks
@@ -253,17 +256,6 @@ def _exclusive_check(ctx: MatchContext, tq: TaskQueueView, level: LevelValues) -
     return ALLOW
 
 
-def _offers(cx: Complex, levels: tuple[LevelValues, ...], upto: str) -> list[Offer]:
-    out = []
-    for level in levels:
-        offer = cx_rules.effective_offer(cx, level.fixed.get(cx.name), level.load.get(cx.name), level=level.level)
-        if offer is not None:
-            out.append(offer)
-        if level.level == upto:
-            break
-    return out
-
-
 def full_verdict(ctx: MatchContext, debit: Debit, used: float) -> Verdict:
     """A debit that did not fit: which level, how much was needed and free."""
     cx = ctx.complexes.resolve(debit.resource)
@@ -293,15 +285,14 @@ def _consumable_check(ctx: MatchContext, cx: Complex, amount: float, level: Leve
 
 def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdict:
     """The hard requests of ``tq`` on one level (the levels above already passed)."""
-    if "_invalid" in tq.definition:
-        return never(level_name, REASON_INVALID_REQUESTS, error=tq.definition["_invalid"])
+    if tq.invalid is not None:
+        return never(level_name, REASON_INVALID_DEFINITION, error=tq.invalid)
     table = ctx.complexes
     level = next(lv for lv in ctx.levels if lv.level == level_name)
     forced = cx_rules.forced_missing(table, tq.hard.keys(), [*level.fixed.keys(), *level.load.keys()])
     if forced:
         return never(level_name, REASON_FORCED, names=", ".join(forced), level=level_name)
     for cx, requested in tq.charged:
-        name = cx.name
         if cx.relop is cx_rules.Relop.EXCL:
             continue            # _exclusive_check below
         if cx.is_consumable:
@@ -310,10 +301,7 @@ def check_level(ctx: MatchContext, tq: TaskQueueView, level_name: str) -> Verdic
             if not verdict.allowed:
                 return verdict
             continue
-        offers = _offers(cx, ctx.levels, level_name)
-        if not offers and name in UNLIMITED_BY_DEFAULT:
-            continue
-        shortfall = cx_rules.check_hierarchy(cx, requested, offers)
+        shortfall = request_shortfall(cx, requested, ctx.levels, level_name)
         if shortfall is None:
             continue
         if shortfall.level is None and not ctx.request.host:
@@ -367,12 +355,12 @@ def soft_violations(ctx: MatchContext, tq: TaskQueueView) -> int:
     count = 0
     for name, value in tq.soft.items():
         cx = ctx.complexes.resolve(name)
-        offers = _offers(cx, ctx.levels, QUEUE)
+        offered = offers(cx, ctx.levels, QUEUE)
         if cx.is_consumable:
             amount = cx_rules.consumable_amount(cx, value, tq.slots)
             if any(not _consumable_check(ctx, cx, amount, lv).allowed for lv in ctx.levels):
                 count += 1
-        elif not offers or cx_rules.check_hierarchy(cx, value, offers) is not None:
+        elif not offered or check_hierarchy(cx, value, offered) is not None:
             count += 1
     return count
 

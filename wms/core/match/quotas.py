@@ -57,8 +57,8 @@ def facts(ctx: MatchContext, tq: TaskQueueView) -> JobFacts:
 def job_facts(tq: TaskQueueView, queue: str, host: str | None) -> JobFacts:
     """What the filters see of a job of ``tq`` in ``queue`` (Site/CE/Queue) on ``host``."""
     definition = tq.definition
-    return JobFacts(user=tq.owner, project=definition.get("project") or None,
-                    pe=definition.get("parallel_environment") or None, queue=queue, host=host or None)
+    return JobFacts(user=definition.owner, project=definition.project or None,
+                    pe=definition.parallel_environment or None, queue=queue, host=host or None)
 
 
 def host_value(ctx: MatchContext, name: str) -> Any:

@@ -90,7 +90,7 @@ class ReservationLayer(BaseLayer):
 
     def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
         snap: Snapshot | None = ctx.reservations
-        ar_id = tq.definition.get("reservation")
+        ar_id = tq.definition.reservation
         if ar_id is None:
             if snap is None or _h_rt(tq) is not None:
                 return ALLOW
@@ -136,7 +136,7 @@ def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit])
     snap: Snapshot | None = ctx.reservations
     if snap is None:
         return list(debits)
-    ar_id = tq.definition.get("reservation")
+    ar_id = tq.definition.reservation
     if ar_id is not None:
         view = snap.get(ar_id)
         if view is None:

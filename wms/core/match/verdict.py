@@ -3,6 +3,9 @@
 Codes separate "not here, not now" (a consumable is in use, NOT_NOW) from
 "never here" (a static mismatch, NEVER): only NEVER may be cached per task
 queue and queue, because nothing but a configuration change alters it.
+HOLD is a denial that takes the task queue's waiting jobs out of matching
+(held by the system, wms.core.states): the job's own expression failed or
+ran over its budget, which no pilot would change.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ class Code(StrEnum):
     NOT_NOW = "NOT_NOW"
     NEVER = "NEVER"
     ERROR = "ERROR"
+    HOLD = "HOLD"
 
 
 @dataclass(frozen=True)
@@ -56,3 +60,7 @@ def never(layer: str, why: Reason, **detail: Any) -> Verdict:
 
 def not_now(layer: str, why: Reason, **detail: Any) -> Verdict:
     return Verdict(Code.NOT_NOW, layer, why, detail)
+
+
+def hold(layer: str, why: Reason, **detail: Any) -> Verdict:
+    return Verdict(Code.HOLD, layer, why, detail)

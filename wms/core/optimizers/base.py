@@ -18,6 +18,7 @@ from wms.core.errors import ConfigError
 from wms.core.identity import Identity
 from wms.core.jdl import JobDescription
 from wms.core.resources import QueueRef, Resources
+from wms.core.task_queues import TaskQueueDefinition
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ class Job:
     minor_status: str = "Pilot Agent Submission"
     # Why queues were dropped, for the "no eligible queue" message.
     rejections: dict[str, int] = field(default_factory=dict)
-    task_queue: dict[str, Any] | None = None
+    # The task queue the job is filed into (the TaskQueue executor), and that queue's first priority.
+    task_queue: TaskQueueDefinition | None = None
+    task_queue_priority: int = 1
     # Grid Engine requests by canonical complex name, values in their types.
     hard_requests: dict[str, Any] = field(default_factory=dict)
     soft_requests: dict[str, Any] = field(default_factory=dict)

@@ -27,13 +27,21 @@ class JobRequirements:
                 raise JDLError(str(exc), where=job.source) from exc
             document = pools.pool_document(job.vo, requirements=canonical)
         elif desc.requirements_expr is not None:
-            document = pools.pool_document(job.vo, expression=desc.requirements_expr)
+            try:
+                my = pools.job_ad(desc.requirements_expr, desc.attributes)
+            except InvalidInput as exc:     # the classad library refuses to read the expression's names
+                raise JDLError(str(exc), where=job.source) from exc
+            document = pools.pool_document(job.vo, expression=desc.requirements_expr, my=my)
         else:
             return
         pool_id = pools.pool_id(document)
         pool = env.pools.get(pool_id)
         if pool is None:
-            queues = pools.pool_queues(document, env.resources_for(job.vo), env.parameter_types)
+            try:
+                queues = pools.pool_queues(document, env.resources_for(job.vo), env.parameter_types,
+                                           evaluation_limit=env.settings.limits.evaluation_ms / 1000)
+            except InvalidInput as exc:     # the expression raises on a queue's parameters
+                raise JDLError(str(exc), where=job.source) from exc
             pool = PoolInfo(pool_id, document, job.vo, tuple(queues))
             env.pools[pool_id] = pool
         job.pool = pool

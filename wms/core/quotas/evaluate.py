@@ -29,6 +29,7 @@ from wms.core.complexes import ComplexTable
 from wms.core.quotas.filters import SINGULAR, CompiledFilter, Groups
 from wms.core.quotas.model import FILTER_KINDS, Limit, RuleSet
 from wms.core.reasons import Reason
+from wms.core.task_queues import TaskQueueDefinition
 
 SCOPE_PREFIX = "rqs:"
 # How many (job, queue, host) answers are kept before starting afresh.
@@ -279,13 +280,13 @@ def dynamic_value(limit: Limit, host_value: Callable[[str], Any]) -> float | Non
     return max(total, 0.0)
 
 
-def exempt(definition: Mapping[str, Any]) -> bool:
+def exempt(definition: TaskQueueDefinition) -> bool:
     """Jobs of an advance reservation are neither limited nor counted (sge_resource_quota(5)).
 
     The task queue keeps the job's ``reservation`` id (JDL ``Reservation``,
     ``-ar``); a job with one runs inside the reservation's own resources.
     """
-    return definition.get("reservation") not in (None, "", 0)
+    return definition.reservation is not None
 
 
 def parse_scope(scope: str) -> tuple[str, str] | None:

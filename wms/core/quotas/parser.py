@@ -31,7 +31,7 @@ from wms.core import complexes as cx_rules
 from wms.core.complexes import ComplexTable, ValueType
 from wms.core.errors import InvalidInput
 from wms.core.patterns import compile_pattern
-from wms.core.quotas.model import ALL, FILTER_KINDS, Filter, Limit, Rule, RuleSet, Term
+from wms.core.quotas.model import FILTER_KINDS, Filter, Limit, Rule, RuleSet, Term
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
 RULE_KEYWORDS = ("name", *FILTER_KINDS, "to")
@@ -305,7 +305,3 @@ class _Reader:
 def parse_rule_sets(text: str, table: ComplexTable | None = None, *, source: str = "rule sets") -> list[RuleSet]:
     """Read every rule set of ``text``; with ``table``, limits are checked against the complexes."""
     return _Reader(source, table).read(text)
-
-
-def is_all(flt: Filter | None) -> bool:
-    return flt is None or (flt.scope == (ALL,) and not flt.xscope and not flt.expand)

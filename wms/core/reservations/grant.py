@@ -1,8 +1,13 @@
 """Granting an advance reservation (specs/003 5.2.2.1.3, qrsub(1)).
 
 The queues are selected as for a job (the hard -l requests against the
-global, host and queue levels, -q, -pe, -ckpt, -now), with three rules of
-their own:
+global, host and queue levels by the job's own rule, -q, -pe, -ckpt,
+-now), with four rules of their own:
+* a request no level known at the grant offers (global, the queue, the
+  configured host it is bound to) is refused there, "not offered on any
+  level", as a job is, unless the pilots' hosts measure it
+  (offers.PILOT_REPORTED: arch, mem_free, ...): that is judged when the
+  reservation's jobs are matched;
 * every user of the access list must be allowed in the queue (access.py);
 * a queue, or a configured host, where a job without a runtime limit runs
   is never reserved: such a job may still hold its slots at the start;
@@ -25,8 +30,7 @@ from typing import Any, Mapping, Sequence
 from wms.core import complexes as cx_rules
 from wms.core.complexes import ComplexTable
 from wms.core.errors import InvalidInput
-from wms.core.match.context import LevelValues
-from wms.core.match.levels import charged
+from wms.core.offers import QUEUE, LevelValues, charged, host_may_offer, request_shortfall
 from wms.core.patterns import match_pattern
 from wms.core.reservations.access import acl_users, queue_denies
 from wms.core.reservations.calendar import Calendar, Use
@@ -173,13 +177,13 @@ def static_reason(table: ComplexTable, request: Request, cand: Candidate,
         cx = table.resolve(name)
         if cx.is_consumable or cx.name == "hostname":
             continue
-        offers = [offer for level in cand.levels
-                  if (offer := cx_rules.effective_offer(cx, level.fixed.get(cx.name), None, level=level.level))]
-        if not offers:
-            continue  # a pilot's load value: judged when the reservation's jobs are matched
-        shortfall = cx_rules.check_hierarchy(cx, requested, offers)
-        if shortfall is not None:
-            return shortfall.reason()
+        # The job's own judgement (offers.request_shortfall), on the levels known at the grant.
+        shortfall = request_shortfall(cx, requested, cand.levels, QUEUE)
+        if shortfall is None:
+            continue
+        if shortfall.level is None and host_may_offer(cx):
+            continue  # a value the pilots' hosts measure (arch, mem_free): judged when the jobs are matched
+        return shortfall.reason()
     return None
 
 

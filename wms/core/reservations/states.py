@@ -28,20 +28,6 @@ FINAL = frozenset({ARState.EXITED, ARState.DELETED})
 # States in which the reservation holds its resources in the usage rows.
 STARTED = frozenset({ARState.RUNNING, ARState.ERROR})
 
-TRANSITIONS: dict[ARState, frozenset[ARState]] = {
-    ARState.WAITING: frozenset({ARState.RUNNING, ARState.WAITING_ERROR, ARState.DELETED, ARState.EXITED}),
-    ARState.WAITING_ERROR: frozenset({ARState.WAITING, ARState.ERROR, ARState.DELETED, ARState.EXITED}),
-    ARState.RUNNING: frozenset({ARState.EXITED, ARState.ERROR, ARState.DELETED}),
-    ARState.ERROR: frozenset({ARState.RUNNING, ARState.EXITED, ARState.DELETED}),
-    ARState.EXITED: frozenset(),
-    ARState.DELETED: frozenset(),
-}
-
-
-def can_move(current: str, new: str) -> bool:
-    return ARState(new) in TRANSITIONS[ARState(current)]
-
-
 def due_state(current: str, start: datetime, end: datetime, now: datetime, lost: bool) -> ARState:
     """Where a reservation should be at ``now``: by its window, and in error when a reserved queue is lost."""
     state = ARState(current)

@@ -15,7 +15,7 @@ from wms.core.complexes import ComplexTable
 from wms.core.errors import InvalidInput
 from wms.core.reservations import access
 from wms.core.reservations.grant import Request
-from wms.core.reservations.timespec import make_window, parse_duration
+from wms.core.reservations.timespec import make_window, parse_time_span
 
 DEFAULT_ACCOUNT = "sge"
 MAIL_FLAGS = frozenset("bean")
@@ -95,7 +95,7 @@ def build_request(table: ComplexTable, cluster: Any, owner: str, spec: Reservati
     ``cluster`` is cluster.yaml (usersets, pes); ``owner`` the submitter,
     the access list when -u is not given.
     """
-    duration = parse_duration(spec.duration) if spec.duration not in (None, "") else None
+    duration = parse_time_span(spec.duration) if spec.duration not in (None, "") else None
     window = make_window(now, spec.start, spec.end, duration)
     hard = cx_rules.validate_requests(table, spec.resources, where="-l")
     acl = access.parse_acl(spec.users or [owner], cluster.usersets)

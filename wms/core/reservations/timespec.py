@@ -55,7 +55,7 @@ def format_date_time(moment: datetime) -> str:
     return moment.strftime("%Y%m%d%H%M.%S")
 
 
-def parse_duration(text: str | int | float) -> float:
+def parse_time_span(text: str | int | float) -> float:
     """A duration in sge_types(1) TIME format (``1:0:0``, ``3600``); positive and finite."""
     try:
         seconds = parse_time(text)
@@ -89,6 +89,12 @@ REASON_START_PASSED = "the start {start} is already past"
 # A start given to the minute is accepted during that minute.
 START_GRACE = timedelta(seconds=60)
 
+
+
+def format_time_span(seconds: float) -> str:
+    """A duration as qrstat writes it: ``0:10:10``, ``24:0:10`` (h:m:s without padding)."""
+    total = int(seconds)
+    return f"{total // 3600}:{total % 3600 // 60}:{total % 60}"
 
 def make_window(now: datetime, start: datetime | None, end: datetime | None, duration: float | None) -> Window:
     """The reservation's window from -a, -e and -d (specs/003 5.2.2.1.1); refused with the reason."""

@@ -1,9 +1,11 @@
 // Queues and pools: global, queue and host usage as `wms queues` (resv/used/tot
 // slots and each consumable) drawn as bars; the task queues; the SubmitPools
-// with the queues each may go to.
+// with the queues each may go to. The server sends task queues and pools a
+// page at a time (by id), each list with its own pager.
 
 import {get} from "../api.js";
 import {h, fill, bar, notice, table} from "../dom.js";
+import {pager} from "../pager.js";
 
 /** "used/total" (numbers, maybe with a unit letter) -> [used, total], or null. */
 export function usedOfTotal(shown) {
@@ -33,7 +35,8 @@ function consumables(row) {
 /** The pool's queues, read when the person opens the list (a pool may go to hundreds). */
 function poolQueues(row) {
   const list = h("ul", {class: "plain"});
-  const details = h("details", {}, h("summary", {}, `${row.QueueCount ?? "?"} queues`), list);
+  const count = row.QueueCount ?? "?";
+  const details = h("details", {}, h("summary", {}, `${count} ${count === 1 ? "queue" : "queues"}`), list);
   details.addEventListener("toggle", async () => {
     if (!details.open || list.childElementCount) return;
     try {
@@ -57,18 +60,22 @@ export async function render(main, {allowed}) {
     allowed("GET /task-queues") ? h("section", {"aria-labelledby": "tq-h"}, h("h2", {id: "tq-h"}, "Task queues"), taskQueues) : null,
     h("section", {"aria-labelledby": "pools-h"}, h("h2", {id: "pools-h"}, "SubmitPools"), pools));
 
-  const [rows, tqs, poolRows] = await Promise.all([
-    get("/queues").catch((e) => e), allowed("GET /task-queues") ? get("/task-queues").catch((e) => e) : [],
-    get("/pools").catch((e) => e)]);
-  fill(usage, rows instanceof Error ? notice(rows.message, "error") :
-    table("Usage by level", ["Kind", "Name", "Slots", "Consumables"], rows,
-      (row, c) => c === "Slots" ? slots(row) : c === "Consumables" ? consumables(row) : row[c]));
-  fill(taskQueues, tqs instanceof Error ? notice(tqs.message, "error") :
-    table("Task queues", ["TaskQueue", "Owner", "OwnerGroup", "SubmitPool", "CPUTime", "Priority", "WaitingJobs"], tqs));
-  fill(pools, poolRows instanceof Error ? notice(poolRows.message, "error") :
+  const tqPages = pager({path: "/task-queues", noun: "task queues", draw: (tqs) => fill(taskQueues,
+    table("Task queues", ["TaskQueue", "Owner", "OwnerGroup", "SubmitPool", "CPUTime", "Priority", "WaitingJobs"], tqs))});
+  const poolPages = pager({path: "/pools", noun: "pools", draw: (poolRows) => fill(pools,
     table("SubmitPools and the queues each may go to", ["SubmitPool", "VO", "Requirements", "Jobs", "Queues"],
       poolRows, (row, c) => c === "Queues" ? poolQueues(row)
         : c === "Jobs" ? Object.entries(row.Jobs ?? {}).map(([s, n]) => `${s} ${n}`).join(", ")
           : c === "Requirements" ? h("code", {}, typeof row.Requirements === "string" ? row.Requirements : JSON.stringify(row.Requirements))
-            : row[c]));
+            : row[c]))});
+  taskQueues.before(tqPages.element);
+  pools.before(poolPages.element);
+  const shown = (element) => (error) => fill(element, notice(error.message, "error"));
+  const [rows] = await Promise.all([
+    get("/queues").catch((e) => e),
+    allowed("GET /task-queues") ? tqPages.load().catch(shown(taskQueues)) : null,
+    poolPages.load().catch(shown(pools))]);
+  fill(usage, rows instanceof Error ? notice(rows.message, "error") :
+    table("Usage by level", ["Kind", "Name", "Slots", "Consumables"], rows,
+      (row, c) => c === "Slots" ? slots(row) : c === "Consumables" ? consumables(row) : row[c]));
 }

@@ -85,7 +85,10 @@ export async function render(main, {params, go, flash}) {
           fill(status, notice(error.message, "error"));
         }
       }, remove));
-    fill(body, detail(ar), h("div", {class: "actions"}, remove), confirmBox, alterForm(ar, status, reload));
+    // Offered only to whom the API lets do it (its owner, operators, managers).
+    fill(body, detail(ar), ...(ar.may_change ? [h("div", {class: "actions"}, remove), confirmBox,
+      alterForm(ar, status, reload)] : [h("p", {class: "hint", id: "ar-not-yours"},
+      `Only its owner (${ar.owner}), operators and managers may change or delete this reservation.`)]));
   }
   await reload();
 }

@@ -2,8 +2,9 @@
 // options. The server validates and refuses with qrsub's own messages,
 // shown as they come.
 
-import {api, get} from "../api.js";
+import {api} from "../api.js";
 import {h, fill, field, notice, table, when} from "../dom.js";
+import {pager} from "../pager.js";
 
 /** "a=1,b=2" -> {a: "1", b: "2"}: Grid Engine's resource request list, as qrsub -l reads it. */
 export function requestList(text) {
@@ -97,10 +98,14 @@ export async function render(main, {params, go, flash, allowed}) {
       : h("div", {class: "actions"}, h("a", {href: "#/reservations/new", class: "button"}, "New reservation")),
     status, creating ? newForm(status, go) : list);
   if (creating) return;
-  const rows = await get("/reservations");
-  fill(list, table("Advance reservations (qrstat)", ["AR-ID", "name", "user", "state", "start at", "end at", "duration"],
-    rows, (ar, c) => ({
-      "AR-ID": h("a", {href: `#/reservations/${ar.ar_id}`}, ar.ar_id), name: ar.name, user: ar.owner, state: ar.state,
-      "start at": when(ar.start), "end at": when(ar.end), duration: ar.duration,
-    })[c]));
+  // The server sends the reservations a page at a time, by id.
+  const rowsOf = h("div");
+  const pages = pager({path: "/reservations", noun: "reservations", draw: (rows) => fill(rowsOf,
+    table("Advance reservations (qrstat)", ["AR-ID", "name", "user", "state", "start at", "end at", "duration"],
+      rows, (ar, c) => ({
+        "AR-ID": h("a", {href: `#/reservations/${ar.ar_id}`}, ar.ar_id), name: ar.name, user: ar.owner, state: ar.state,
+        "start at": when(ar.start), "end at": when(ar.end), duration: ar.duration,
+      })[c]))});
+  fill(list, pages.element, rowsOf);
+  await pages.load();
 }

@@ -1,9 +1,35 @@
-// Sign-in with a bearer token (`wms admin token create`, or the one `wms up`
-// wrote to ~/.config/wms/token). Checked with /whoami before it is kept, and
-// kept in sessionStorage only: closing the browser session forgets it.
+// Sign-in with the VO's identity provider (a button per provider the server
+// offers: oidc.js), or with a bearer token (`wms admin token create`, or the one
+// `wms up` wrote to ~/.config/wms/token). Either is checked with /whoami before
+// it is kept, and kept in sessionStorage only: closing the browser session forgets it.
 
 import {api} from "../api.js";
 import {h, fill, field, notice} from "../dom.js";
+import * as oidc from "../oidc.js";
+
+/** A button per identity provider the console may sign in with (none when the server offers none). */
+async function providerButtons(status) {
+  let offered = [];
+  try {
+    offered = (await api("GET", "/auth/issuers", undefined, null)).Issuers.filter((p) => p.ConsoleClientID);
+  } catch (error) {
+    return null;   // the token form still works
+  }
+  if (!offered.length) return null;
+  return h("div", {class: "card signin"}, ...offered.map((provider) => {
+    const button = h("button", {type: "button"}, `Sign in with ${provider.VO} (${new URL(provider.Issuer).host})`);
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        await oidc.start(provider);
+      } catch (error) {
+        fill(status, notice(`Not signed in: ${error.message}`, "error"));
+        button.disabled = false;
+      }
+    });
+    return button;
+  }));
+}
 
 export function render(main, {onSignedIn, reason}) {
   const input = h("input", {type: "password", name: "token", autocomplete: "off", spellcheck: "false",
@@ -31,4 +57,7 @@ export function render(main, {onSignedIn, reason}) {
   });
   fill(main, h("h1", {}, "Sign in"), status, form);
   input.focus();
+  providerButtons(status).then((buttons) => {
+    if (buttons && form.isConnected) form.before(buttons);
+  });
 }

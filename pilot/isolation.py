@@ -1,0 +1,220 @@
+"""The sandbox a payload runs in: what it sees of the node, and how it is made.
+
+A pilot runs strangers' code under its own Unix identity. Without a wall
+between them, a payload reads the pilot's token, the other jobs'
+directories and every file of the pilot's user. So each job runs inside
+a sandbox made by an unprivileged container tool (docs/security.md,
+"The worker node"):
+
+``bubblewrap`` (the default)
+    ``bwrap`` with every namespace of its own but the network: its own PID
+    namespace (the pilot, its watchdog and the other jobs are invisible;
+    when the sandbox's first process ends the kernel ends all the others),
+    a root of its own holding only the system's read-only directories
+    (:data:`SYSTEM_PATHS`, the pilot's Python and the paths a site adds),
+    the job's directory (the one writable place), a private /tmp, a fresh
+    /proc and a minimal /dev. The pilot's token file, its state directory,
+    the other jobs' directories and every user's home are not in it.
+``apptainer``
+    A site's container, run with a command template (``--isolation-command``,
+    or the queue parameter ``IsolationCommand``): ``{job_dir}`` and
+    ``{image}`` are filled in and the job's command follows. The default
+    runs ``apptainer exec --containall`` (PID and IPC namespaces, clean
+    environment, no home) on ``--isolation-image``; the job's environment
+    goes in as ``APPTAINERENV_*`` variables, which Apptainer passes on.
+``none``
+    Only by explicit choice: the payload runs beside the pilot. The pilot
+    says so in its log, for each job, and to the server (``wms pilots``).
+
+Everything here is pure (argument lists from paths) but :func:`probe`, which
+starts one real sandbox to find out whether the node allows it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BUBBLEWRAP, APPTAINER, NONE = "bubblewrap", "apptainer", "none"
+MODES = (BUBBLEWRAP, APPTAINER, NONE)
+
+# What a sandbox shows of the node, read-only: the operating system's
+# programs, libraries and configuration, and the software areas grids mount.
+# Homes, /root, /var, /run (sockets), /srv, /tmp and /work are left out:
+# what the pilot's user keeps there is not the payload's business.
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/cvmfs")
+
+DEFAULT_APPTAINER_COMMAND = "apptainer exec --containall --no-home --bind {job_dir} --pwd {job_dir} {image}"
+APPTAINER_ENV_PREFIX = "APPTAINERENV_"
+
+# The pilot's environment a payload inherits: the locale, the search path,
+# the terminal type and Slurm's description of the allocation, nothing else
+# (a pilot's environment may carry secrets of the site, a cloud or an ssh
+# agent). A site adds names with --job-env; the job's own Environment and
+# WMS_* come on top.
+INHERITED_ENV = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "SLURM_*", "SLURMD_NODENAME")
+
+PROBE_TIMEOUT = 20.0
+
+# Where the pilot's own package is (a directory holding pilot/, or the
+# zipapp the SiteDirector ships), and where a sandbox shows it, read-only:
+# a payload runs ``PYTHONPATH=$WMS_PILOT_PATH python3 -m pilot.job_status``
+# with its job token (the pilot's code holds no secret).
+PILOT_HOME = Path(__file__).resolve().parents[1]
+PILOT_PATH_ENV = "WMS_PILOT_PATH"
+SANDBOX_PILOT_DIR = "/wms-pilot"
+
+
+def interpreter_paths() -> tuple[str, ...]:
+    """The Python the pilot runs with (its prefix and its base), so payloads
+    may use that interpreter; code only, no secrets."""
+    found = []
+    for prefix in (sys.base_prefix, sys.prefix):
+        if prefix and not any(prefix == p or prefix.startswith(p + "/") for p in ("/usr", *found)):
+            found.append(prefix)
+    return tuple(found)
+
+
+def _bind_args(path: str, option: str) -> list[str]:
+    """One read-only path as bwrap options: a symbolic link stays one
+    (merged-/usr systems have /bin -> usr/bin), a missing path is left out."""
+    if os.path.islink(path):
+        return ["--symlink", os.readlink(path), path]
+    if os.path.exists(path):
+        return [option, path, path]
+    return []
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How this pilot runs its payloads; ``note`` says why when it is ``none``."""
+
+    mode: str = BUBBLEWRAP
+    # Extra read-only paths a site shows its payloads (--isolation-paths).
+    paths: tuple[str, ...] = ()
+    # The apptainer command template and image.
+    command: str = DEFAULT_APPTAINER_COMMAND
+    image: str = ""
+    bwrap: str = "bwrap"
+    note: str = ""
+    # More of the pilot's environment to pass on (names; NAME_* for a prefix).
+    env_names: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def isolated(self) -> bool:
+        return self.mode != NONE
+
+    def wrap(self, argv: Sequence[str], job_dir: Path) -> list[str]:
+        """The command that runs ``argv`` for the job in ``job_dir``, sandboxed."""
+        if self.mode == BUBBLEWRAP:
+            return [*bubblewrap_argv(job_dir, (*interpreter_paths(), *self.paths), self.bwrap), "--", *argv]
+        if self.mode == APPTAINER:
+            return [*command_argv(self.command, job_dir, self.image), *argv]
+        return list(argv)
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The environment to start the sandbox with, from the job's own
+        (and where the pilot's package is, as the job sees it)."""
+        if self.mode == BUBBLEWRAP:
+            return {**env, PILOT_PATH_ENV: pilot_path_inside()}
+        if self.mode == NONE:
+            return {**env, PILOT_PATH_ENV: str(PILOT_HOME)}
+        # --containall cleans the environment; Apptainer passes these on.
+        return {**env, **{APPTAINER_ENV_PREFIX + k: v for k, v in env.items() if not k.startswith("APPTAINER")}}
+
+    def describe(self) -> str:
+        """One line for the pilot's log."""
+        if self.mode == BUBBLEWRAP:
+            extra = f", also {', '.join(self.paths)}" if self.paths else ""
+            return f"bubblewrap ({self.bwrap}{extra})"
+        if self.mode == APPTAINER:
+            return f"apptainer ({shlex.join(command_argv(self.command, Path('{job_dir}'), self.image))})"
+        return f"none: payloads run beside the pilot ({self.note})" if self.note else "none"
+
+
+def bubblewrap_argv(job_dir: Path, extra_paths: Iterable[str] = (), bwrap: str = "bwrap") -> list[str]:
+    """bwrap's options for one job (the command follows ``--``).
+
+    Order matters: the private /tmp is mounted before the job's directory
+    is bound into it (the pilot's work directory is usually under /tmp)."""
+    # No --cap-drop for a pilot run as root: dropping capabilities clears the
+    # parent-death signal --die-with-parent relies on (the kernel resets it
+    # on every change of credentials). A pilot should not run as root; it
+    # says so at start (pilot/main.py).
+    argv = [bwrap, "--unshare-all", "--share-net", "--die-with-parent"]
+    for path in SYSTEM_PATHS:
+        argv += _bind_args(path, "--ro-bind")
+    for path in extra_paths:
+        argv += _bind_args(str(path), "--ro-bind")
+    job = str(job_dir)
+    argv += ["--ro-bind", *pilot_package_bind()]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", job, job, "--chdir", job]
+    return argv
+
+
+def pilot_package_bind() -> tuple[str, str]:
+    """(source, target) of the pilot's package in a sandbox: only pilot/ of a
+    directory (which may hold more: a checkout, its var/), or the zipapp."""
+    if PILOT_HOME.is_file():
+        return str(PILOT_HOME), f"{SANDBOX_PILOT_DIR}/{PILOT_HOME.name}"
+    return str(PILOT_HOME / "pilot"), f"{SANDBOX_PILOT_DIR}/pilot"
+
+
+def pilot_path_inside() -> str:
+    """WMS_PILOT_PATH in a sandbox: what to put on PYTHONPATH to import the pilot."""
+    return f"{SANDBOX_PILOT_DIR}/{PILOT_HOME.name}" if PILOT_HOME.is_file() else SANDBOX_PILOT_DIR
+
+
+def command_argv(template: str, job_dir: Path, image: str) -> list[str]:
+    """A site's command template split like a shell line, its placeholders filled."""
+    return [word.replace("{job_dir}", str(job_dir)).replace("{image}", image) for word in shlex.split(template)]
+
+
+def template_problem(template: str) -> str | None:
+    """What is wrong with an --isolation-command template, or None."""
+    try:
+        words = shlex.split(template)
+    except ValueError as exc:
+        return f"cannot split it like a shell line: {exc}"
+    if not words:
+        return "it is empty"
+    return None
+
+
+def inherited(env: Mapping[str, str], extra_names: Iterable[str] = ()) -> dict[str, str]:
+    """The part of the pilot's environment a payload gets (:data:`INHERITED_ENV`
+    and the site's names; ``NAME_*`` is a prefix)."""
+    patterns = (*INHERITED_ENV, *extra_names)
+    exact = {p for p in patterns if not p.endswith("*")}
+    prefixes = tuple(p[:-1] for p in patterns if p.endswith("*"))
+    return {k: v for k, v in env.items() if k in exact or (prefixes and k.startswith(prefixes))}
+
+
+def probe(isolation: Isolation, scratch: Path) -> str | None:
+    """Start one real sandbox that does nothing; None if it works, else why not (one line).
+
+    Nodes differ: bwrap may be missing, or unprivileged user namespaces
+    switched off (``kernel.unprivileged_userns_clone=0``,
+    ``user.max_user_namespaces=0``, an AppArmor rule)."""
+    if isolation.mode == NONE:
+        return None
+    program = isolation.bwrap if isolation.mode == BUBBLEWRAP else command_argv(isolation.command, scratch,
+                                                                                  isolation.image)[0]
+    if shutil.which(program) is None:
+        return f"{program} is not installed (not found on PATH)"
+    argv = isolation.wrap(["true"], scratch)
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
+                              env=isolation.environment(inherited(os.environ)))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{program} could not be started: {exc}"
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"{program} failed ({said[-1] if said else f'exit code {done.returncode}'})"
+    return None

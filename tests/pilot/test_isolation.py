@@ -1,0 +1,160 @@
+"""The sandbox, part by part, with real jobs run through bwrap (pilot/isolation.py,
+docs/security.md "The worker node"): what a job sees, and that the limits,
+signals, kill and accounting of pilot/runner.py work through it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pilot.isolation import (APPTAINER, BUBBLEWRAP, MODES, NONE, Isolation, bubblewrap_argv, command_argv, probe,
+                             template_problem)
+from pilot.runner import JobSpec, Limits
+from tests.e2e.processes import missing_service
+from tests.pilot.test_runner import run, sh
+from wms.core.pilot_backends import ISOLATION_MODES, backend_parameter_problem
+from wms.core.resources import QueueRef
+from wms.services.pilots import QueueLimits, pilot_argv
+
+SANDBOX = Isolation(BUBBLEWRAP)
+
+
+@pytest.fixture(autouse=True)
+def bubblewrap():
+    if shutil.which("bwrap") is None:
+        missing_service("bubblewrap is not installed (`make test-packages` installs it)")
+
+
+def isolated(job_id: int, script: str, tmp_path: Path, **kw):
+    return run(sh(job_id, script, **kw), tmp_path, isolation=SANDBOX)
+
+
+def lines(rec) -> list[str]:
+    return rec.outputs[0][0].splitlines()
+
+
+def test_the_job_sees_its_own_processes_its_directory_and_a_private_tmp(tmp_path):
+    (tmp_path / "9").mkdir()
+    (tmp_path / "9" / "secret").write_text("another job's")
+    result, rec = isolated(1, 'ls -d /proc/[0-9]* | wc -l; echo "$HOME"; pwd; touch here /tmp/t && echo wrote; '
+                              'touch /usr/x 2>/dev/null || echo read-only; ls ..; ls /tmp/t; '
+                              'cat ../9/secret 2>/dev/null || echo no-neighbour; ls /home 2>/dev/null | wc -l; '
+                              'cat ~/.config/wms/token /root/.config/wms/token 2>/dev/null | wc -c', tmp_path)
+    assert result.status == "Done", result
+    count, home, cwd, wrote, readonly, siblings, tmp, neighbour, homes, tokens = lines(rec)
+    assert int(count) <= 4                         # bwrap's init, the shell, ls and wc at most
+    assert home == cwd == str(tmp_path / "1") and wrote == "wrote" and readonly == "read-only"
+    assert siblings == "1" and tmp == "/tmp/t" and neighbour == "no-neighbour" and homes == "0" and tokens == "0"
+    assert (tmp_path / "1" / "here").exists()
+
+
+def test_the_job_inherits_no_file_descriptor(tmp_path):
+    leaked = open(tmp_path / "pilot-side", "w")        # an open file of the pilot's, inheritable
+    try:
+        os.set_inheritable(leaked.fileno(), True)
+        result, rec = isolated(8, "ls /proc/self/fd", tmp_path)
+    finally:
+        leaked.close()
+    assert result.status == "Done" and lines(rec) == ["0", "1", "2", "3"], rec.outputs   # 3: ls's own
+
+
+def test_h_rt_and_cpu_time_end_a_sandboxed_job(tmp_path):
+    result, _ = isolated(2, "sleep 30", tmp_path, limits=Limits(h_rt=1))
+    assert (result.status, result.minor_status) == ("Failed", "Exceeded h_rt (1 s)")
+    result, _ = isolated(3, "while :; do :; done", tmp_path, limits=Limits(cpu_time=1))
+    assert (result.status, result.minor_status) == ("Failed", "Exceeded cpu_time (1 s)")
+    assert result.cpu_seconds >= 0.8              # sampled from /proc: the sandbox's own account is lost
+
+
+def test_s_rt_signals_the_job_not_the_sandbox(tmp_path):
+    # SIGUSR1 would end bwrap and the sandbox with it: it reaches the job's
+    # processes only, and a job that catches it finishes as it likes.
+    script = "trap 'echo caught; exit 0' USR1; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"
+    result, rec = isolated(4, script, tmp_path, limits=Limits(s_rt=1))
+    assert (result.status, result.exit_code) == ("Done", 0) and lines(rec) == ["caught"], result
+
+
+def test_a_job_killed_by_a_signal_is_reported_so(tmp_path):
+    result, _ = isolated(5, "kill -TERM $$", tmp_path)
+    assert (result.status, result.minor_status, result.exit_code) == ("Failed", "Killed by signal 15", 143)
+
+
+def test_a_program_the_sandbox_cannot_start(tmp_path):
+    result, _ = run(JobSpec(job_id=6, executable="/no/such/program"), tmp_path, isolation=SANDBOX)
+    assert (result.status, result.minor_status) == ("Failed", "Cannot start: execvp /no/such/program: "
+                                                              "No such file or directory")
+
+
+def test_a_sites_command_template_runs_the_job(tmp_path):
+    # Apptainer is not packaged for this machine: the template machinery runs
+    # with bwrap as the site's command, and the job's environment comes in
+    # both plainly and as APPTAINERENV_* (what --containall lets through).
+    template = " ".join(bubblewrap_argv(Path("{job_dir}")))
+    site = Isolation(APPTAINER, command=template, image="unused")
+    result, rec = run(sh(7, 'echo "$WMS_JOB_ID $APPTAINERENV_WMS_JOB_ID"; ls -d /proc/[0-9]* | wc -l'), tmp_path,
+                      isolation=site)
+    assert result.status == "Done", result
+    ids, count = lines(rec)
+    assert ids == "7 7" and int(count) <= 4
+
+
+def test_the_default_apptainer_command():
+    argv = command_argv(Isolation(APPTAINER).command, Path("/w/7"), "/cvmfs/unpacked.cern.ch/el9")
+    assert argv == ["apptainer", "exec", "--containall", "--no-home", "--bind", "/w/7", "--pwd", "/w/7",
+                    "/cvmfs/unpacked.cern.ch/el9"]
+    assert template_problem("apptainer exec 'unclosed") == "cannot split it like a shell line: No closing quotation"
+    assert template_problem("  ") == "it is empty"
+
+
+def test_the_probe_says_why_a_sandbox_cannot_be_made(tmp_path):
+    assert probe(SANDBOX, tmp_path) is None
+    assert probe(Isolation(NONE), tmp_path) is None
+    assert probe(Isolation(bwrap="/no/bwrap"), tmp_path) == "/no/bwrap is not installed (not found on PATH)"
+    refused = probe(Isolation(APPTAINER, command="sh -c 'echo no user namespaces >&2; exit 1'"), tmp_path)
+    assert refused == "sh failed (no user namespaces)"
+
+
+def test_what_each_mode_says_of_itself():
+    assert SANDBOX.describe() == "bubblewrap (bwrap)"
+    assert Isolation(BUBBLEWRAP, paths=("/data",)).describe() == "bubblewrap (bwrap, also /data)"
+    assert Isolation(NONE, note="chosen with --isolation none").describe() == \
+        "none: payloads run beside the pilot (chosen with --isolation none)"
+
+
+def test_the_queue_parameters_name_the_same_modes():
+    assert ISOLATION_MODES == MODES
+    assert backend_parameter_problem("Isolation", "docker") == \
+        "expected one of bubblewrap, apptainer, none, got 'docker'"
+    assert backend_parameter_problem("IsolationPaths", ["/data", "relative"]) == \
+        "expected absolute paths (a list, or one string with commas), got ['/data', 'relative']"
+    assert backend_parameter_problem("IfNoIsolation", "maybe") == "expected one of owner, run, got 'maybe'"
+    assert backend_parameter_problem("JobEnv", "X509_*,SITE_NAME") is None
+    assert backend_parameter_problem("IsolationCommand", "apptainer exec\nrm -rf /") == \
+        "expected a command template on one line, got 'apptainer exec\\nrm -rf /'"
+
+
+def test_a_queues_isolation_reaches_its_pilots_command_line():
+    params = {"Isolation": "apptainer", "IsolationImage": "/cvmfs/unpacked.cern.ch/el9",
+              "IsolationPaths": ["/cvmfs", "/data"], "JobEnv": "X509_*", "NumberOfProcessors": 4}
+    argv = pilot_argv(QueueRef("S", "C", "Q"), ["p1"], params, QueueLimits.of(params), emulates_queue=False)
+    assert argv[argv.index("--isolation") + 1] == "apptainer" and argv[argv.index("--slots") + 1] == "4"
+    assert argv[argv.index("--isolation-image") + 1] == "/cvmfs/unpacked.cern.ch/el9"
+    assert argv[argv.index("--isolation-paths") + 1] == "/cvmfs,/data" and argv[argv.index("--job-env") + 1] == "X509_*"
+    plain = pilot_argv(QueueRef("S", "C", "Q"), [], {}, QueueLimits.of({}), emulates_queue=False)
+    assert not [word for word in plain if "isolation" in word]      # the pilot's default: bubblewrap
+
+
+def test_a_sandboxed_job_sets_its_application_status_with_the_pilots_helper(tmp_path):
+    # The pilot's package is in the sandbox, read-only, at $WMS_PILOT_PATH;
+    # the helper reads WMS_URL, WMS_JOB_ID and WMS_JOB_TOKEN (here a server
+    # nobody listens on: the helper's "unreachable" exit status, 3).
+    script = ('PYTHONPATH=$WMS_PILOT_PATH python3 -m pilot.job_status "half way" 2>/dev/null; echo "exit $?"; '
+              'echo "$WMS_PILOT_PATH"; touch $WMS_PILOT_PATH/pilot/x 2>/dev/null || echo read-only')
+    spec = dataclasses.replace(sh(9, script), job_token="wmsj_9.1.abc")
+    result, rec = run(spec, tmp_path, isolation=SANDBOX,
+                      base_env={"PATH": "/usr/bin:/bin", "WMS_URL": "http://127.0.0.1:9/api/v1"})
+    assert result.status == "Done" and lines(rec) == ["exit 3", "/wms-pilot", "read-only"], rec.outputs
