@@ -1,6 +1,7 @@
 """A small JSON-over-HTTP client for the Matcher and job-status API.
 
-Standard library only (urllib). Every call sends ``Authorization: Bearer``;
+Standard library only; each thread keeps its connection to the server
+(pilot/connections.py). Every call sends ``Authorization: Bearer``;
 an HTTP error becomes :class:`ApiError` carrying the server's one-line
 ``detail``; HTTP 409 on a job call becomes :class:`JobLost` because the
 contract gives it one meaning: the job is no longer this pilot's.
@@ -30,12 +31,12 @@ import random
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any, BinaryIO
 
 from pilot.backoff import busy_delay, retry_after
+from pilot.connections import Connections
 
 API_PREFIX = "/api/v1"
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -108,6 +109,7 @@ class Client:
         self.backoff = backoff
         self.busy_patience = busy_patience
         self.sleep = sleep
+        self.connections = Connections(self.base)
 
     # -- transport ---------------------------------------------------------
 
@@ -134,27 +136,29 @@ class Client:
         elif raw is not None:
             sent["Content-Type"] = "application/octet-stream"
             sent["Content-Length"] = str(os.fstat(raw.fileno()).st_size)
+        target = urllib.parse.urlsplit(url)._replace(scheme="", netloc="").geturl()
         attempt = 0
         busy_waited = 0.0
         while True:
-            if raw is not None:
-                raw.seek(0)
-            request = urllib.request.Request(url, data=raw if raw is not None else data, headers=sent, method=method)
             try:
-                with urllib.request.urlopen(request, timeout=timeout) as response:
-                    if sink is not None:
-                        return sink(response)
-                    answer = response.read()
-                return json.loads(answer) if answer else None
-            except urllib.error.HTTPError as exc:
-                status = exc.code
-                detail = _detail(exc.read() or b"", exc.reason or f"HTTP {status}")
+                answer = self.connections.send(method, url, target, raw if raw is not None else data, sent, timeout)
+                try:
+                    status = answer.status
+                    if status < 300:
+                        if sink is not None:
+                            return sink(answer)
+                        content = answer.read()
+                        return json.loads(content) if content else None
+                    detail = _detail(answer.read() or b"", getattr(answer, "reason", "") or f"HTTP {status}")
+                    retry_header = answer.headers.get("Retry-After")
+                finally:
+                    self.connections.finished(answer)
                 transient = status == HTTPStatus.TOO_MANY_REQUESTS or status >= 500
                 if not transient:
                     cls = JobLost if status == HTTPStatus.CONFLICT and path.startswith("/jobs/") else ApiError
                     raise cls(status, detail, method, path) from None
                 error: ClientError = ApiError(status, detail, method, path)
-                asked = retry_after(exc.headers.get("Retry-After")) if status in BUSY else None
+                asked = retry_after(retry_header) if status in BUSY else None
                 if asked is not None:
                     delay = busy_delay(asked)
                     if busy_waited + delay <= busy_patience:
@@ -164,7 +168,7 @@ class Client:
                         continue
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 reason = getattr(exc, "reason", exc)
-                error = NetworkError(f"{method} {path}: {reason}")
+                error = NetworkError(f"{method} {path}: {reason or type(exc).__name__}")
             except ValueError as exc:  # a body that is not JSON: not worth retrying
                 raise NetworkError(f"{method} {path}: bad JSON answer: {exc}") from None
             if attempt >= retries:

@@ -147,6 +147,7 @@ class Forwarder:
     # The first this many connections are reset as soon as they are accepted
     # (a peer that drops a handshake under load).
     refuse_first: int = 0
+    accepted: int = 0       # connections accepted, refused ones included
 
     def close_gate(self) -> None:
         self.gate.clear()
@@ -174,6 +175,7 @@ class Forwarder:
                 client, (address, _) = self._listener.accept()
             except OSError:
                 return
+            self.accepted += 1
             if self.refuse_first > 0:
                 self.refuse_first -= 1
                 self.resets += 1
