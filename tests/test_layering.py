@@ -38,6 +38,7 @@ FORBIDDEN = {
     "wms/command_reference.py": ("wms.api", "wms.services", "wms.db", "agents", "wms.server"),
     "wms/token_file.py": ("wms",),
     # Logging set-up and request ids: the server, the API and the agents use it; it uses nothing of theirs.
+    "wms/http_bodies.py": ("wms.db", "wms.services", "wms.api", "wms.cli", "wms.config", "agents", "pilot"),
     "wms/logs.py": ("wms.db", "wms.services", "wms.api", "wms.cli", "wms.config", "agents", "pilot"),
     "wms/__init__.py": ("wms.db", "wms.services", "wms.api", "wms.cli"),
 }

@@ -201,6 +201,19 @@ def test_a_connection_dropped_before_the_request_is_tried_again(arc_ce, tmp_path
         forwarder.stop()
 
 
+def test_an_answer_larger_than_a_ce_ever_sends_is_not_read(arc_ce, tmp_path, monkeypatch):
+    import wms.backends.arc as arc
+
+    backend = ArcBackend(log_dir=tmp_path)
+    [ref] = backend.submit_pilots(queue_ref(), 1, args(options(arc_ce), "p"))
+    monkeypatch.setattr(arc, "ANSWER_LIMIT", 10)
+    with pytest.raises(ArcError, match=f"submission at {arc_ce.endpoint}/rest/1.0: an answer of more than 10 bytes"):
+        backend.submit_pilots(queue_ref(), 1, args(options(arc_ce), "q"))
+    assert backend.status([ref]) == {}          # the CE's answer is not taken: nothing said this cycle
+    monkeypatch.setattr(arc, "ANSWER_LIMIT", 16 << 20)
+    backend.kill(ref)
+
+
 def test_a_ce_that_refuses_the_certificate_fails_the_submission(arc_ce, tmp_path):
     # A certificate of the CE's CA whose subject the CE does not map.
     stranger = tmp_path / "stranger"

@@ -47,6 +47,7 @@ import httpx
 
 from wms.core.errors import InvalidInput
 from wms.core.resources import QueueRef
+from wms.http_bodies import TooLarge, read_limited
 from wms.backends.arc_jobs import (
     FINAL,
     LOG,
@@ -199,12 +200,10 @@ class ArcBackend:
         for attempt in range(CONNECT_RETRIES + 1):
             try:
                 with client.stream(method, path, **kwargs) as answer:
-                    body = bytearray()
-                    for chunk in answer.iter_bytes():
-                        body += chunk
-                        if len(body) > ANSWER_LIMIT:
-                            raise ArcError(f"{what} at {_where(client)}: an answer of more than {ANSWER_LIMIT} bytes")
+                    body = read_limited(answer, ANSWER_LIMIT)
                 break
+            except TooLarge as exc:
+                raise ArcError(f"{what} at {_where(client)}: {exc}") from None
             except httpx.ConnectError as exc:
                 if attempt == CONNECT_RETRIES:
                     raise ArcError(f"{what} at {_where(client)}: {type(exc).__name__}: {exc}") from exc
@@ -214,7 +213,7 @@ class ArcBackend:
         if answer.status_code >= 400:
             text = body.decode(errors="replace").strip()[:200]
             raise ArcError(f"{what} at {_where(client)}: HTTP {answer.status_code} {text}")
-        return answer.status_code, bytes(body)
+        return answer.status_code, body
 
     def _action(self, client: httpx.Client, action: str, job_ids: Sequence[str]) -> Any:
         _, body = self._request(client, "POST", "/jobs", f"{action} of {len(job_ids)} job(s)",

@@ -37,6 +37,7 @@ from wms.config.models import IdentityProviderChecks, OidcIssuer
 from wms.core.errors import Unauthorized, Unavailable
 from wms.core.identity import Identity
 from wms.core.oidc_tokens import Unverified, check_claims, map_identity, read_unverified, shown
+from wms.http_bodies import TooLarge, read_limited
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +61,9 @@ def fetch_json(url: str, timeout: float) -> dict[str, Any]:
             with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
                 if response.status_code != 200:
                     raise FetchFailed(f"{url} answered HTTP {response.status_code}")
-                body = b""
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_DOCUMENT_BYTES:
-                        raise FetchFailed(f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes")
+                body = read_limited(response, MAX_DOCUMENT_BYTES)
+    except TooLarge:
+        raise FetchFailed(f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes") from None
     except httpx.HTTPError as exc:
         raise FetchFailed(f"{url}: {type(exc).__name__}: {exc}") from None
     try:
