@@ -157,6 +157,8 @@ def test_every_wms_yaml_key_is_settable_from_the_environment(tmp_path: Path) -> 
     ({"WMS_MATCH_LEASE": "soon"}, "WMS_MATCH_LEASE", "expected an integer, got 'soon'"),
     ({"WMS_LIMITS__EVALUATION_MS": "-1"}, "WMS_LIMITS__EVALUATION_MS", "must be greater than 0"),
     ({"WMS_CPU_TIME_SEGMENTS": "[60,"}, "WMS_CPU_TIME_SEGMENTS", "expected JSON for a list or mapping"),
+    ({"WMS_CPU_TIME_SEGMENTS": "[60, 600]", "WMS_AGENT_PERIODS": "{lease_reaper: 5}", "WMS_MATCH_LEASE": "9"},
+     "WMS_AGENT_PERIODS", "expected JSON for a list or mapping"),
     ({"WMS_LIMITS__NO_SUCH_KEY": "1"}, "WMS_LIMITS__NO_SUCH_KEY", "unknown key"),
 ])
 def test_a_bad_environment_value_names_its_variable(tmp_path: Path, env, where, says) -> None:

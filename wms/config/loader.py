@@ -207,16 +207,29 @@ def _read(directory: Path, name: str) -> tuple[dict[str, Any], dict[KeyPath, int
 def environment_settings(env: Mapping[str, str]) -> dict[str, Any]:
     """The wms.yaml keys ``env`` gives (WMS_<KEY>, WMS_<KEY>__<SUBKEY>), as nested
     mappings, read by pydantic-settings' environment source; an empty variable gives nothing."""
+    given = {name.lower(): value for name, value in env.items() if value}
+    try:
+        return _read_environment(given)
+    except SettingsError as exc:
+        # A list or mapping that is not JSON: the variable is the one that fails on its own.
+        culprit = next((name for name in sorted(given) if not _reads_alone(name, given[name])), "")
+        raise ConfigError(f"expected JSON for a list or mapping: {exc.__cause__ or exc}",
+                          where=culprit.upper()) from None
+
+
+def _read_environment(env_vars: dict[str, str]) -> dict[str, Any]:
     source = EnvSettingsSource(Settings, case_sensitive=False, env_prefix=ENV_PREFIX,
                                env_nested_delimiter=ENV_NESTING)
-    source.env_vars = {name.lower(): value for name, value in env.items() if value}
+    source.env_vars = env_vars
+    return source()
+
+
+def _reads_alone(name: str, value: str) -> bool:
     try:
-        return source()
-    except SettingsError as exc:
-        # A list or mapping that is not JSON: name the variable.
-        field = str(exc).split('"')[1] if '"' in str(exc) else ""
-        raise ConfigError(f"expected JSON for a list or mapping: {exc.__cause__ or exc}",
-                          where=ENV_PREFIX + field.upper()) from None
+        _read_environment({name: value})
+    except SettingsError:
+        return False
+    return True
 
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
