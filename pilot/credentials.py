@@ -40,6 +40,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 import sys
 import threading
 import time
@@ -71,6 +72,7 @@ def load_token(token: str | None, token_file: str | Path | None, env: MutableMap
         found = token.strip()
     elif token_file == STDIN:
         found = sys.stdin.read().strip()
+        _forget_stdin()
     elif token_file:
         found = Path(token_file).read_text().strip()
     else:
@@ -83,6 +85,21 @@ def load_token(token: str | None, token_file: str | Path | None, env: MutableMap
         for name in TOKEN_ENV:
             env.pop(name, None)
     return found or None
+
+
+def _forget_stdin() -> None:
+    """Put /dev/null on descriptor 0 once the token is read from it. The
+    backends hand the token over on standard input from a file they removed
+    (ARC, Slurm) or a pipe (SSH, local): read to its end, it is still open,
+    and a process the pilot starts without a standard input of its own
+    would inherit it and could read the file again from its start."""
+    if sys.stdin is None or sys.stdin.fileno() != 0:
+        return              # not the process's own descriptor 0 (an embedding program's stream)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
 
 
 def protect_process() -> bool:

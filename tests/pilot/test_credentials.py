@@ -127,6 +127,33 @@ def test_the_token_file_and_the_environment_keep_the_token_off_the_command_line(
     assert sys.executable in cmd[0] and token not in " ".join(cmd)
 
 
+def test_a_token_read_from_standard_input_leaves_nothing_open_there(server, tokens, tmp_path):
+    """As the ARC and Slurm backends hand it over: the token in a file that is
+    opened as the pilot's standard input and removed before the pilot starts.
+    Once read, descriptor 0 is /dev/null: nothing the pilot starts can read
+    the removed file again through it."""
+    token_file = tmp_path / "pilot.token"
+    token_file.write_text(tokens["stdin-pilot"] + "\n")
+    cmd = pilot_cmd(server, tmp_path, "--slots", "1", "--pools", "no-such-pool", "--max-empty", "1000",
+                    "--poll", "0.5", "--token-file", "-")
+    cmd[cmd.index("--pilot-id") + 1] = "stdin-pilot"
+    env = {k: v for k, v in os.environ.items() if k not in ("WMS_TOKEN", "WMS_PILOT_TOKEN")}
+    with token_file.open() as stdin:
+        token_file.unlink()
+        pilot = subprocess.Popen(cmd, env=env, cwd=REPO, stdin=stdin, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in pilot.stderr:
+            lines.append(line)
+            if "token renewed" in line or len(lines) > 200:
+                break
+        assert any("token renewed" in line for line in lines), "".join(lines)
+        assert os.readlink(f"/proc/{pilot.pid}/fd/0") == "/dev/null"
+    finally:
+        pilot.terminate()
+        pilot.wait(timeout=60)
+
+
 # ---------------------------------------------------------------- a real pilot, short-lived tokens
 SHORT_LIFETIME = 10
 
