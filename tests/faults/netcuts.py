@@ -123,6 +123,10 @@ class Weather:
     reset_share: float = 0.2
 
 
+# How a request begins: a pilot keeps its connection and sends many on it.
+REQUEST_STARTS = (b"GET ", b"POST ", b"PUT ", b"DELETE ", b"PATCH ", b"HEAD ")
+
+
 class _Reset(Exception):
     """The forwarder resets this connection (a loss TCP did not recover from)."""
 
@@ -214,6 +218,9 @@ class Forwarder:
                 chunk = source.recv(65536)
                 if not chunk:
                     break
+                if upstream and chunk.startswith(REQUEST_STARTS):
+                    # The next request on a kept-alive connection: judged afresh.
+                    seen, state["running_report"] = b"", False
                 if upstream and not state["running_report"]:
                     seen = (seen + chunk)[-65536:]
                     state["running_report"] = b"/pilot-status" in seen and b'"Running"' in seen

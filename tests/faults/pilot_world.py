@@ -14,6 +14,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,8 +23,12 @@ from sqlalchemy import select
 
 from tests.faults.netcuts import Forwarder, Link
 from tests.helpers import REPO, patience, tail, wait_until
-from tests.servers import ServerHandle
+from tests.servers import ServerHandle, running_server
+from wms.config.loader import load_config
+from agents.registry import AGENTS
+from agents.scheduler import Scheduler
 from wms.db import matching as match_db
+from wms.db.engine import make_engine
 from wms.db.schema import jobs
 from wms.services.runtime import Runtime
 
@@ -183,3 +189,33 @@ class World:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextmanager
+def world_running(tmp: Path, database_url: str | None, config: Path | None = None,
+                  reaper_period: float | None = None) -> Iterator[World]:
+    """A server on a fresh database (None: SQLite in ``tmp``), the forwarder in
+    front of it and, with ``reaper_period``, the lease reaper running every so
+    many seconds; everything stopped, the pilots first, on exit."""
+    marks = tmp / "marks"
+    marks.mkdir()
+    with running_server(tmp, config, tokens=USERS, database_url=database_url) as server:
+        engine = make_engine(server.env["WMS_DATABASE_URL"])
+        runtime = Runtime.create(load_config(server.config), engine)
+        reaper = None
+        if reaper_period is not None:
+            reaper = Scheduler(runtime, {"lease_reaper": AGENTS["lease_reaper"]}, {"lease_reaper": reaper_period})
+            reaper.start()
+        forwarder = Forwarder(("127.0.0.1", int(server.url.rsplit(":", 1)[1]))).start()
+        world = World(tmp, server, forwarder, runtime, marks)
+        try:
+            yield world
+        finally:
+            forwarder.open_gate()
+            world.close()
+            forwarder.stop()
+            if reaper is not None:
+                reaper.stop()
+            for link in world.links:
+                link.remove()
+            engine.dispose()

@@ -26,14 +26,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.faults.netcuts import Forwarder
-from tests.faults.pilot_world import USERS, World
+from tests.faults.pilot_world import World, world_running
 from tests.helpers import patience, wait_until
-from tests.servers import running_server
-from wms.config.loader import load_config
 from wms.db import matching as match_db
-from wms.db.engine import make_engine
-from wms.services.runtime import Runtime
 
 #: Idle pilots ask again within 0.1 s, at most 0.8 s (pilot/backoff.py): the tests wait on them.
 QUICK = ("--poll", "0.1")
@@ -42,20 +37,8 @@ QUICK = ("--poll", "0.1")
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def world(request, tmp_path, database_factory) -> Iterator[World]:
     url = None if request.param == "sqlite" else database_factory(request.param)
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    with running_server(tmp_path, tokens=USERS, database_url=url) as server:
-        engine = make_engine(server.env["WMS_DATABASE_URL"])
-        runtime = Runtime.create(load_config(server.config), engine)
-        forwarder = Forwarder(("127.0.0.1", int(server.url.rsplit(":", 1)[1]))).start()
-        world = World(tmp_path, server, forwarder, runtime, marks)
-        try:
-            yield world
-        finally:
-            forwarder.open_gate()
-            world.close()
-            forwarder.stop()
-            engine.dispose()
+    with world_running(tmp_path, url) as world:
+        yield world
 
 
 def status(world: World, job_id: int) -> str:

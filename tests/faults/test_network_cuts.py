@@ -20,15 +20,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from agents.registry import AGENTS
-from agents.scheduler import Scheduler
-from tests.faults.netcuts import Forwarder, Weather, require_netns
-from tests.faults.pilot_world import USERS, World
+from tests.faults.netcuts import Weather, require_netns
+from tests.faults.pilot_world import World, world_running
 from tests.helpers import patience, wait_until
-from tests.servers import edited_config, running_server
-from wms.config.loader import load_config
-from wms.db.engine import make_engine
-from wms.services.runtime import Runtime
+from tests.servers import edited_config
 
 START_WINDOW = 8          # match_lease: the pilot stops an unconfirmed start after half of it
 RUN_LEASE = 12            # heartbeat_timeout: the pilot stops a cut-off copy after half of it
@@ -40,26 +35,8 @@ SETTINGS = {"match_lease: 300": f"match_lease: {START_WINDOW}",
 def world(request, tmp_path, database_factory) -> Iterator[World]:
     require_netns()
     url = None if request.param == "sqlite" else database_factory(request.param)
-    config = edited_config(tmp_path / "config-source", SETTINGS)
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    with running_server(tmp_path, config, tokens=USERS, database_url=url) as server:
-        engine = make_engine(server.env["WMS_DATABASE_URL"])
-        runtime = Runtime.create(load_config(server.config), engine)
-        reaper = Scheduler(runtime, {"lease_reaper": AGENTS["lease_reaper"]}, {"lease_reaper": 0.5})
-        reaper.start()
-        port = int(server.url.rsplit(":", 1)[1])
-        forwarder = Forwarder(("127.0.0.1", port)).start()
-        world = World(tmp_path, server, forwarder, runtime, marks)
-        try:
-            yield world
-        finally:
-            world.close()
-            forwarder.stop()
-            reaper.stop()
-            for link in world.links:
-                link.remove()
-            engine.dispose()
+    with world_running(tmp_path, url, edited_config(tmp_path / "config-source", SETTINGS), reaper_period=0.5) as world:
+        yield world
 
 
 def minors(world: World, job_id: int) -> list[tuple[str, str]]:
