@@ -422,7 +422,7 @@ def usage_report(runtime: Runtime, identity: Identity, selections: dict[str, lis
     for name in resources:
         cx = table.get(name)
         if cx is None:
-            raise InvalidInput(cx_rules.msg_unknown_resource(name))
+            raise InvalidInput(cx_rules.REASON_UNKNOWN_RESOURCE.format(name=name))
         wanted_resources.add(cx.name)
     selections = {k: v for k, v in selections.items() if v}
     selections.setdefault("users", [identity.user])
