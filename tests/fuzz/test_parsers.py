@@ -229,7 +229,7 @@ def default_complexes() -> ComplexTable:
     global _COMPLEXES
     if _COMPLEXES is None:
         config = default_config()
-        _COMPLEXES = Runtime(config=config, engine=None, chain=[]).complexes  # type: ignore[arg-type]
+        _COMPLEXES = Runtime(config=config, engine=None, chain=[]).read_stored_complexes()  # type: ignore[arg-type]
     return _COMPLEXES
 
 

@@ -46,13 +46,13 @@ def test_a_process_that_never_asks_still_adopts_a_stored_table(runtime, now, mon
     other reader: no entry point has to remember to look for a new one."""
     monkeypatch.setattr(runtime_module, "COMPLEXES_SYNC_INTERVAL", 0.0)
     director = Runtime.create(default_config(), runtime.engine)
-    assert "scratch" not in {cx.name for cx in director.complexes}
+    assert "scratch" not in {cx.name for cx in director.read_stored_complexes()}
     complexes.modify(runtime, ADMIN, complexes.show(runtime) + "\n" + SCRATCH + "\n", now)
     job = '[ Executable = "/bin/true"; ResourceRequests = [ scratch = "1G"; ]; ]'
     submit_jobs(runtime, ROLAND, [("a.jdl", job)], SubmitOptions(), now)
     waiting = waiting_jobs_per_queue(director)
     assert sum(entry["waiting"] for entry in waiting.values()) > 0
-    assert "scratch" in {cx.name for cx in director.complexes}
+    assert "scratch" in {cx.name for cx in director.read_stored_complexes()}
 
 
 def test_only_managers_modify(runtime, now):

@@ -109,10 +109,11 @@ class _DoesNotFit(Exception):
 # ---------------------------------------------------------------- task queue views
 def task_queue_views(runtime: Runtime, conn: Connection, tq_ids: list[int]) -> dict[int, TaskQueueView]:
     """Parsed task queues by id: built once per task queue (definitions never change)."""
+    table = runtime.read_stored_complexes()     # first: adopting a newer table empties the cache
     cache = runtime.caches.task_queue_views
     missing = [i for i in tq_ids if i not in cache]
     for row in match_db.get_task_queues(conn, missing):
-        cache[row["tq_id"]] = levels.stored_task_queue_view(row, runtime.complexes)
+        cache[row["tq_id"]] = levels.stored_task_queue_view(row, table)
     return {i: cache[i] for i in tq_ids if i in cache}
 
 
@@ -224,7 +225,7 @@ def static_verdicts(runtime: Runtime) -> StaticVerdicts:
 # ---------------------------------------------------------------- the request
 def match_context(runtime: Runtime, request: PilotRequest, now: datetime) -> MatchContext:
     """The pilot's levels, the quota sets and the reservations, read once for the whole request."""
-    table = runtime.complexes
+    table = runtime.read_stored_complexes()
     static = runtime.caches.levels
     key = request.ref.name
     if key not in static:
@@ -258,11 +259,11 @@ def queue_context(runtime: Runtime, ref: QueueRef, pools: tuple[str, ...] | None
     ``extra`` are the usage, quotas, reservations and holders to judge with."""
     request = PilotRequest(site=ref.site, ce=ref.ce, queue=ref.queue, host="", pilot_id="", pools=pools, slots=slots)
     params = runtime.resources_for(None).queue_parameter_map(ref)
+    table = runtime.read_stored_complexes()
     return MatchContext(
         request=request,
-        levels=levels.build_levels(runtime.complexes, runtime.config.cluster, params.get("complex_values") or {},
-                                   request),
-        usage=extra.pop("usage", {}), complexes=runtime.complexes, pilot_ad={}, resources_for=runtime.resources_for,
+        levels=levels.build_levels(table, runtime.config.cluster, params.get("complex_values") or {}, request),
+        usage=extra.pop("usage", {}), complexes=table, pilot_ad={}, resources_for=runtime.resources_for,
         **extra,
     )
 

@@ -85,7 +85,7 @@ def initial_rule_sets(runtime: Runtime) -> list[RuleSet]:
     """The configuration's sets, read against the complex table in force, until a manager stores others."""
     cached = runtime.caches.initial_rule_sets
     if cached is None:
-        cached = runtime.caches.initial_rule_sets = read_rule_set_files(runtime, runtime.complexes)
+        cached = runtime.caches.initial_rule_sets = read_rule_set_files(runtime, runtime.read_stored_complexes())
     return cached
 
 
@@ -128,10 +128,11 @@ def compiled(runtime: Runtime, state: dict[str, Any] | None = None) -> QuotaRule
     """The enabled rule sets compiled for matching; None when none is enabled (the fast path)."""
     state = state or sync(runtime)
     cluster = runtime.config.cluster
-    key = (state["version"], id(runtime.complexes), id(cluster.usersets), id(cluster.hostgroups))
+    table = runtime.read_stored_complexes()
+    key = (state["version"], id(table), id(cluster.usersets), id(cluster.hostgroups))
     compiled_now = state.get("compiled_for")
     if compiled_now is None or compiled_now[0] != key:
-        rules = QuotaRules(state["sets"], groups(runtime), runtime.complexes)
+        rules = QuotaRules(state["sets"], groups(runtime), table)
         compiled_now = state["compiled_for"] = (key, rules if rules else None)
     return compiled_now[1]
 
@@ -200,7 +201,7 @@ def _store(runtime: Runtime, conn: Connection, sets: list[RuleSet], text: str, v
 
 
 def _validated(runtime: Runtime, text: str, source: str) -> list[RuleSet]:
-    return parse_rule_sets(text, runtime.complexes, source=source)
+    return parse_rule_sets(text, runtime.read_stored_complexes(), source=source)
 
 
 def _names(sets: Sequence[RuleSet]) -> list[str]:
@@ -371,7 +372,7 @@ def _rule_attribute(runtime: Runtime, rule: Rule, operation: str, attribute: str
 def _parse_rule(runtime: Runtime, line: str, label: str) -> Rule:
     text = "{\n name x\n " + line + "\n}\n"
     try:
-        return parse_rule_sets(text, runtime.complexes, source=label)[0].rules[0]
+        return parse_rule_sets(text, runtime.read_stored_complexes(), source=label)[0].rules[0]
     except QuotaSyntaxError as exc:
         raise InvalidInput(exc.message, where=label) from None
 
@@ -416,7 +417,7 @@ def usage_report(runtime: Runtime, identity: Identity, selections: dict[str, lis
     ``selections`` maps users/projects/pes/queues/hosts to the names asked
     for (wildcards allowed); users defaults to the caller.
     """
-    table = runtime.complexes
+    table = runtime.read_stored_complexes()
     sets = [s for s in rule_sets(runtime) if s.enabled]
     wanted_resources = set()
     for name in resources:
@@ -455,7 +456,7 @@ def usage_report(runtime: Runtime, identity: Identity, selections: dict[str, lis
                 members = dict(part.split("=", 1) for part in instance.split(",") if "=" in part)
                 if not _selected(selections, compiled_filters, members):
                     continue
-                rows.append(_row(runtime, label, rule, limit, members, used))
+                rows.append(_row(runtime, table, label, rule, limit, members, used))
     return rows
 
 
@@ -472,9 +473,8 @@ def _selected(selections: dict[str, list[str]], filters: dict[str, CompiledFilte
     return True
 
 
-def _row(runtime: Runtime, label: str, rule: Rule, limit: Any, members: dict[str, str],
+def _row(runtime: Runtime, table: ComplexTable, label: str, rule: Rule, limit: Any, members: dict[str, str],
          used: float | None) -> dict[str, Any]:
-    table = runtime.complexes
     cx = table.resolve(limit.resource)
     host = members.get("hosts")
 
