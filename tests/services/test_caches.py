@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 
 from tests.helpers import wait_until
+from wms.core.complexes import ComplexTable
 from wms.core.match.framework import StaticVerdicts
-from wms.services.caches import Caches, Timed, Waiting
+from wms.core.quotas.filters import Groups
+from wms.core.quotas.parser import parse_rule_sets
+from wms.services.caches import Caches, QuotaState, Timed, Waiting
 
 
 def test_a_timed_value_is_reloaded_when_stale_or_forgotten():
@@ -94,3 +97,14 @@ def test_a_failed_read_aside_keeps_the_last_list_and_says_so(caplog):
     assert waiting.current(list, failing) is old
     wait_until(lambda: "reading the waiting task queues failed" in caplog.text, timeout=10, what="the warning")
     assert waiting.current(list, failing) is old                           # kept another ttl, not read again at once
+
+
+def test_quota_state_compiles_its_sets_once_at_first_use_and_none_when_none_is_enabled():
+    table = ComplexTable.builtin()
+    sets = tuple(parse_rule_sets("{\n name a\n enabled true\n limit users {roland} to slots=2\n}\n"
+                                 "{\n name b\n enabled false\n limit to slots=0\n}\n", table))
+    state = QuotaState(1, sets, table, Groups(usersets={}, hostgroups={}))
+    assert "rules" not in vars(state)                                       # nothing compiled on adoption
+    rules = state.rules
+    assert rules is not None and [s.name for s in rules.sets] == ["a"] and state.rules is rules
+    assert QuotaState(2, sets[1:], table, Groups(usersets={}, hostgroups={})).rules is None

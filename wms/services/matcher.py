@@ -43,7 +43,7 @@ from wms.services.retry import run_in_transaction
 from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
 from wms.services import telemetry
-from wms.services.caches import TaskQueueList, WaitingGeneration
+from wms.services.caches import Candidates, CandidatesKey, TaskQueueList, WaitingGeneration
 from wms.services import holds as holds_service
 from wms.services import job_tokens
 from wms.services.runtime import Runtime
@@ -159,20 +159,13 @@ def pools_for_queue(generation: WaitingGeneration, reader: LazyReader, request: 
 
 
 def candidates(runtime: Runtime, generation: WaitingGeneration, reader: LazyReader,
-               request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView]]:
+               request: PilotRequest) -> Candidates:
     """The task queues with waiting jobs (of ``generation``) the pilot's pools may serve, ready to
-    draw from, cached with ``generation``."""
-    draw, views, _ = _candidates(runtime, generation, reader, request)
-    return draw, views
-
-
-def _candidates(runtime: Runtime, generation: WaitingGeneration, reader: LazyReader,
-                request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView], tuple[str, ...]]:
-    """:func:`candidates`, and the owners or VOs whose jobs wait in the pilot's
-    pools but are not its to take (what an idle pilot is told: a token of
-    the wrong VO is the usual reason a pilot finds nothing)."""
+    draw from, cached with ``generation``; and the owners or VOs whose jobs wait in the pilot's
+    pools but are not its to take (what an idle pilot is told: a token of the wrong VO is the
+    usual reason a pilot finds nothing)."""
     cache = generation.candidates
-    key = (request.ref.name, request.pools, request.vo, request.owner)
+    key: CandidatesKey = (request.ref.name, request.pools, request.vo, request.owner)
     if key not in cache:
         # The pools layer's rule, applied to the whole list at once: the
         # candidates are cached per pools, so it is decided here only once.
@@ -187,7 +180,7 @@ def _candidates(runtime: Runtime, generation: WaitingGeneration, reader: LazyRea
                                    else f"user {view.owner}" for view in theirs}))
             chosen = [(t, p) for t, p in chosen if t in views and runs_jobs_of(request, views[t])]
             views = {t: views[t] for t, _ in chosen}
-        cache[key] = (WeightedDraw([t for t, _ in chosen], [p for _, p in chosen]), views, others)
+        cache[key] = Candidates(WeightedDraw([t for t, _ in chosen], [p for _, p in chosen]), views, others)
     return cache[key]
 
 
@@ -387,7 +380,8 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
         generation = waiting(runtime, reader)
         if request.pools is None:
             request = dataclasses.replace(request, pools=pools_for_queue(generation, reader, request))
-        draw, views, others = _candidates(runtime, generation, reader, request)
+        found = candidates(runtime, generation, reader, request)
+        draw, views, others = found.draw, found.views, found.others
     if not views:
         return MatchResult(None, nothing_waiting(request, others), telemetry.NO_CANDIDATE)
     # After the reader is given back: the quota sets and reservations read

@@ -55,6 +55,7 @@ from wms.db import reservations as ar_db
 from wms.db.engine import reading
 from wms.services import access as services_access
 from wms.services import mail
+from wms.services.caches import ReservationCandidates
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
 
@@ -85,11 +86,12 @@ def configured_hosts(runtime: Runtime) -> list[str]:
     return sorted(names)
 
 
-def candidates(runtime: Runtime) -> list[Candidate]:
-    """Every queue, alone and bound to each configured host (cached per configuration)."""
+def candidates(runtime: Runtime) -> ReservationCandidates:
+    """Every queue, alone and bound to each configured host, with the complex
+    table their levels were read with (cached per configuration and table)."""
+    table = runtime.read_stored_complexes()     # first: adopting a newer table drops the candidates read with the old
     if runtime.caches.reservation_candidates is not None:
         return runtime.caches.reservation_candidates
-    table = runtime.read_stored_complexes()
     cluster = runtime.config.cluster
     global_values = levels.global_level(table, cluster)
     host_levels = {}
@@ -104,8 +106,8 @@ def candidates(runtime: Runtime) -> list[Candidate]:
         out.append(Candidate(ref.name, None, params, (global_values, queue_values)))
         for host, host_values in host_levels.items():
             out.append(Candidate(ref.name, host, params, (global_values, host_values, queue_values)))
-    runtime.caches.reservation_candidates = out
-    return out
+    found = runtime.caches.reservation_candidates = ReservationCandidates(table, tuple(out))
+    return found
 
 
 def _h_rt(stored: str) -> float | None:
@@ -175,11 +177,11 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
     if not may_submit(runtime, identity):
         raise Forbidden(f"denied: {identity.user} is neither manager nor operator nor member of the "
                         f"{access.ARUSERS} user set: may not submit advance reservations")
-    table = runtime.read_stored_complexes()
+    found = candidates(runtime)
+    table, cands = found.table, found.candidates
     request, stored = build_request(table, runtime.config.cluster, identity.user, spec, now)
     mail_options = parse_mail_options(spec.mail_options)
     mail_list = parse_mail_list(spec.mail_list)
-    cands = candidates(runtime)
     limit = runtime.config.settings.max_advance_reservations
 
     def grant(conn: Connection) -> tuple[Decision, int | None]:
@@ -219,7 +221,7 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
     if not decision.granted:
         raise ReservationDenied(_denial(decision))
     forget(runtime)
-    decision = confirm(runtime, table, request, cands, ar_id, decision, now)
+    decision = confirm(runtime, request, found, ar_id, decision, now)
     if not decision.granted:
         raise ReservationDenied(_denial(decision))
     if request.window.start <= now:
@@ -242,8 +244,8 @@ def _booked(decision: Decision) -> list[tuple]:
     return sorted((b.scope, b.resource, b.amount, b.queue, b.host or "") for b in decision.bookings)
 
 
-def confirm(runtime: Runtime, table: ComplexTable, request: Any, cands: list[Candidate], ar_id: int,
-            decision: Decision, now: datetime) -> Decision:
+def confirm(runtime: Runtime, request: Any, found: ReservationCandidates, ar_id: int, decision: Decision,
+            now: datetime) -> Decision:
     """The second phase of a grant: wait until every Matcher sees the new
     reservation, then check it again against what was matched meanwhile.
 
@@ -258,6 +260,7 @@ def confirm(runtime: Runtime, table: ComplexTable, request: Any, cands: list[Can
     the reservation is withdrawn (state d) and the request denied.
     """
     usersets = runtime.config.cluster.usersets
+    table, cands = found.table, found.candidates
     for round_ in range(1, CONFIRM_ROUNDS + 1):
         time.sleep(runtime.config.settings.reservation_settle)
 
@@ -566,7 +569,7 @@ def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Reservation
     if acl is not None:
         values["acl"] = json.dumps(list(acl))
     duration = parse_time_span(changes.duration) if changes.duration else None
-    cands = {(c.queue, c.host): c for c in candidates(runtime)}
+    cands = {(c.queue, c.host): c for c in candidates(runtime).candidates}
     policy = services_access.policy(runtime)
 
     def work(conn: Connection) -> dict[str, Any]:
@@ -610,7 +613,7 @@ def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Reservation
     return result
 
 
-def _capacity(cands: dict, booking: dict[str, Any]) -> float | None:
+def _capacity(cands: dict[tuple[str, str | None], Candidate], booking: dict[str, Any]) -> float | None:
     cand = cands.get((booking["queue"], booking["host"] or None))
     if cand is None:
         return None
