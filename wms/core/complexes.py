@@ -16,8 +16,12 @@ host and queue levels offer. This module holds, in one place:
 * consumables (complex(5) "consumable", "default"; SPEC 000 E1/E2);
 * FORCED attributes (complex(5) "requestable");
 * the relops that narrow a value across levels (the overriding itself,
-  global -> host -> queue, is core/offers.py's);
-* the urgency addend (complex(5) "urgency").
+  global -> host -> queue, is core/offers.py's).
+
+The ``urgency`` column is read and checked (a number) and shown by
+``qconf -sc``, but orders nothing: Grid Engine adds it to a job's urgency,
+and here the Matcher draws task queues by their fair-share priority
+(core/shares.py).
 
 It is pure: no I/O, no configuration loading.
 
@@ -38,9 +42,6 @@ Decisions where the sources disagree (examples.md section 9)
   for it (examples.md C4 lists one message; C14, a BOOL, lists two).
 * A consumable's default may be neither infinity nor negative (reported as
   a default of the wrong type); Grid Engine only checks values, not defaults.
-* A JOB consumable's urgency addend is urgency x request, not x slots: its
-  request is per job (complex(5) defines the addend with the per-slot
-  request; the code multiplies by the slots regardless).
 """
 
 from __future__ import annotations
@@ -191,11 +192,6 @@ class Complex:
     default: str
     urgency: int | float
     builtin: bool = False
-
-    @property
-    def is_numeric(self) -> bool:
-        """INT, DOUBLE, MEMORY, TIME or BOOL: compared as numbers."""
-        return self.type not in STRING_TYPES
 
     @property
     def is_consumable(self) -> bool:
@@ -801,18 +797,3 @@ def forced_missing(table: ComplexTable, requests: Iterable[str], offered_names: 
     requested = {cx.name for cx in (table.get(key) for key in requests) if cx is not None}
     return sorted({table.resolve(key).name for key in offered_forced} - requested)
 
-
-# -- urgency ------------------------------------------------------------------------
-def urgency_contribution(cx: Complex, amount: Any, slots: int) -> float:
-    """The resource addend of a job's urgency (complex(5) "urgency";
-    sge_urgency.c): numeric types give urgency x per-slot request x slots,
-    string types the urgency alone. ``slots`` contributes
-    ``1000 x 1 x slots`` with the default table. A JOB consumable's request
-    is per job, so it is not multiplied by the slots.
-    """
-    if cx.type in STRING_TYPES:
-        return float(cx.urgency)
-    value = numeric_value(cx, amount)
-    if cx.consumable is Consumable.JOB:
-        return float(cx.urgency) * value
-    return float(cx.urgency) * value * slots

@@ -71,11 +71,6 @@ class Timed(Generic[T]):
     def forget(self) -> None:
         self._value = None
 
-    def keep_until(self, clock: float) -> None:
-        """Treat the value held as fresh until ``clock`` (tests that pin a snapshot)."""
-        if self._value is not None:
-            self._value = (clock, self._value[1])
-
 
 @dataclass(frozen=True)
 class Candidates:
@@ -157,10 +152,6 @@ class Waiting:
     def forget(self) -> None:
         self._forgotten += 1
         self._generation = WaitingGeneration(time.monotonic())
-
-    def keep_until(self, clock: float) -> None:
-        """Treat the generation held as read at ``clock`` (tests that make it stale)."""
-        self._generation.since = clock
 
 
 class VerifiedTokens:
