@@ -19,7 +19,7 @@ import os
 import platform as _platform
 import shlex
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 MEMINFO = Path("/proc/meminfo")
@@ -84,9 +84,6 @@ class NodeInfo:
             "load_avg": self.load_avg,
             "np_load_avg": np_load_avg(self.load_avg, self.cores),
         }
-
-    def as_dict(self) -> dict[str, int | float | str]:
-        return asdict(self)
 
 
 def normalise_machine(machine: str) -> str:

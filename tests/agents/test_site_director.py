@@ -378,26 +378,6 @@ def test_the_registry_form_takes_runtime_and_now(runtime, now, launcher, backend
     assert agent(launcher)(runtime, now)["submitted"] == {LOCAL: 1}
 
 
-@pytest.mark.databases
-def test_pilot_output_is_the_tail_of_its_log(runtime, now, tmp_path, monkeypatch):
-    from wms.core.errors import NotFound
-    from wms.services.retry import run_in_transaction
-
-    monkeypatch.chdir(tmp_path)                      # pilot_log_dir is var/pilots, relative
-    run_in_transaction(runtime.engine, lambda conn: pilots_db.add_pilots(conn, [
-        {"pilot_id": "p1", "site": "S", "ce": "C", "queue": "Q", "backend": "slurm", "state": "Running",
-         "submitted": now}]))
-    with pytest.raises(NotFound, match="has no log"):
-        pilots_service.pilot_output(runtime, "p1")
-    (tmp_path / "var" / "pilots").mkdir(parents=True)
-    (tmp_path / "var" / "pilots" / "p1.log").write_text("start\n" + "x" * 50 + "\nend\n")
-    assert pilots_service.pilot_output(runtime, "p1").endswith("\nend\n")
-    monkeypatch.setattr(pilots_service, "PILOT_OUTPUT_LIMIT", 10)
-    assert pilots_service.pilot_output(runtime, "p1") == "(the last 10 bytes of 61)\nxxxxx\nend\n"
-    with pytest.raises(NotFound, match="no such pilot: p2"):
-        pilots_service.pilot_output(runtime, "p2")
-
-
 class OutOfTimeBackend(RecordingBackend):
     """Celery's soft time limit strikes during the first submission."""
 

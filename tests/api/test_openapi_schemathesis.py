@@ -189,7 +189,7 @@ def take_tour(server: ServerHandle, tokens: dict[str, str]) -> list[tuple[str, s
     with database(server) as engine:
         run_in_transaction(engine, lambda conn: pilots_db.add_pilots(conn, [{
             "pilot_id": "sd-tour", "site": "LCG.CERN.ch", "ce": "ce01.cern.ch", "queue": "long", "backend": "local",
-            "state": "Submitted", "submitted": datetime.now(timezone.utc)}]))
+            "backend_ref": "node:1:sd-tour", "state": "Submitted", "submitted": datetime.now(timezone.utc)}]))
     call("manager", "GET", "/pilots")
     (server.tmp / "pilot-logs" / "sd-tour.log").write_text("pilot sd-tour: started\n")
     call("manager", "GET", "/pilots/{pilot_id}/output", "/pilots/sd-tour/output")

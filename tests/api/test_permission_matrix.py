@@ -148,7 +148,7 @@ def world(request, tmp_path_factory, database_factory) -> Iterator[World]:
         tokens["forged"] = "wms_" + secrets.token_hex(32)
         with engine.begin() as conn:
             pilots_db.add_pilots(conn, [{"pilot_id": DIRECTOR_PILOT, **LOCAL, "backend": "local", "state": "Running",
-                                         "submitted": now}])
+                                         "backend_ref": f"node:1:{DIRECTOR_PILOT}", "submitted": now}])
         (tmp / "pilots").mkdir()
         (tmp / "pilots" / f"{DIRECTOR_PILOT}.log").write_text("pilot started\n")
         engine.dispose()

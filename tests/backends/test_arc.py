@@ -100,6 +100,11 @@ def test_xrsl_relations_are_read_whole_or_refused():
         xrsl.quote("a\nb")
 
 
+def test_output_of_a_reference_that_is_not_arc_s_is_refused(tmp_path):
+    with pytest.raises(InvalidInput, match="not an ARC pilot reference: '12:p'"):
+        ArcBackend(log_dir=tmp_path).output("12:p", 1 << 20)
+
+
 def test_rest_answers_are_read_for_one_job_or_many():
     assert parse_created({"job": {"status-code": "201", "reason": "Created", "id": "J1", "state": "ACCEPTING"}}) == "J1"
     with pytest.raises(ValueError, match="not a job id"):
@@ -148,6 +153,7 @@ def test_pilots_run_as_arc_jobs_and_their_end_and_logs_come_back(arc_ce, tmp_pat
     log = (tmp_path / "logs" / "ok.log").read_text()
     assert "pilot ok starting against http://127.0.0.1:9" in log, log
     assert "no token" in (tmp_path / "logs" / "notok.log").read_text()
+    assert backend.output(ok, 1 << 20) == log                   # `wms pilots --output`: the log fetched at the end
     # The ended jobs were cleaned off the CE; their ends are remembered here.
     with pytest.raises(Exception, match="404"):
         arc_ce.get(f"/jobs/{ArcRef.parse(ok).job_id}/session/pilot.log")
@@ -163,9 +169,11 @@ def test_kill_cancels_the_pilot_at_the_ce(arc_ce, tmp_path):
     waits = (*QUICK_PILOT, "--max-empty", "1000")          # the last one given counts
     [ref] = backend.submit_pilots(queue_ref(), 1, args(options(arc_ce), "long", argv=waits))
     assert wait_for_states(backend, [ref], {"Running"}) == {ref: "Running"}
+    assert backend.output(ref, 1 << 20) is None                 # still at the CE: fetched when it ends
     backend.kill(ref)
     states = wait_for_states(backend, [ref], {"Aborted", "Failed", "Done"}, timeout=90)
     assert states == {ref: "Aborted"}, states
+    assert backend.output(ref, 1 << 20)                         # its log, or the CE's word that it kept none
     backend.kill(ref)                                        # gone from the CE: nothing to do
 
 

@@ -16,6 +16,7 @@ from wms.backends.base import PilotArgs
 from wms.backends.bundle import pilot_zipapp
 from wms.backends.slurm import SlurmBackend
 from wms.backends.slurm_jobs import SLURM_STATES, SlurmRef, batch_script, parse_squeue, sbatch_argv
+from wms.core.errors import InvalidInput
 
 SECRET = "wms_secret_token_value"
 
@@ -72,6 +73,9 @@ def test_pilots_run_as_batch_jobs_and_end_done_or_failed(slurm_cluster, tmp_path
     assert "pilot ok starting against http://127.0.0.1:9" in log and SECRET not in log
     assert "no token" in (tmp_path / "pilots" / "nok.log").read_text()
     assert (tmp_path / "pilots" / "ok.exit").read_text().strip() == "0"
+    # What `wms pilots --output` shows: the log Slurm wrote, its end when long.
+    assert backend.output(good, 1 << 20) == log and "no token" in backend.output(bad, 1 << 20)
+    assert backend.output(good, 10) == f"(the last 10 bytes of {len(log.encode())})\n{log[-10:]}"
 
 
 def test_a_pilot_slurm_forgot_is_judged_by_its_exit_file_or_counted_vanished(slurm_cluster, tmp_path):
@@ -87,10 +91,16 @@ def test_a_pending_pilot_is_submitted_and_scancel_makes_it_aborted(slurm_cluster
     options = {"Partition": "debug", "SlurmOptions": "--begin=now+3600 --comment=held"}
     [ref] = backend.submit_pilots(queue_ref(), 1, args("held", options=options))
     assert backend.status([ref]) == {ref: "Submitted"}
+    assert backend.output(ref, 1 << 20) is None                 # not started: no log yet
     backend.kill(ref)
     assert wait_for_states(backend, [ref], {"Aborted"}) == {ref: "Aborted"}
     backend.kill(ref)                                     # already ended: no error
     backend.kill("999994:forgotten")                      # unknown to Slurm: no error either
+
+
+def test_output_of_a_reference_that_is_not_slurm_s_is_refused(tmp_path):
+    with pytest.raises(InvalidInput, match="not a Slurm pilot reference: 'host:1:p'"):
+        SlurmBackend(log_dir=tmp_path).output("host:1:p", 1 << 20)
 
 
 def test_squeue_failing_says_nothing(tmp_path):

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import tail, wait_until
 from tests.pilot_backends import NO_SERVER, QUICK_PILOT, queue_ref, wait_for_states
 from wms.backends.base import PilotArgs
 from wms.backends.ssh import SshBackend
 from wms.backends.ssh_jobs import SshTarget, parse_ref, parse_status, submit_script
+from wms.core.errors import InvalidInput
 
 SECRET = "wms_secret_ssh_token"
 
@@ -56,6 +59,11 @@ def test_each_token_is_in_the_script_on_stdin_for_its_pilot_alone_not_in_the_com
     assert "BatchMode=yes" in target.ssh_argv() and "StrictHostKeyChecking=yes" in target.ssh_argv()
 
 
+def test_output_of_a_reference_that_is_not_ssh_s_is_refused(tmp_path):
+    with pytest.raises(InvalidInput, match="not an ssh pilot reference: '12:p'"):
+        SshBackend(log_dir=tmp_path).output("12:p", 1 << 20)
+
+
 def test_status_answers_are_read_by_number():
     states, logs = parse_status("0 running\n1 exit 0\n@@log 1\naGVsbG8K\n@@end\n2 exit 3\n@@log 2\n@@end\n3 gone\n")
     assert states == {0: "Running", 1: "Done", 2: "Failed", 3: "Failed"}
@@ -73,6 +81,7 @@ def test_pilots_start_over_ssh_and_their_end_and_logs_come_back(ssh_server, tmp_
     assert states == {first: "Done", second: "Done"}      # no server: one empty answer, a clean end
     log = (tmp_path / "logs" / "ok.log").read_text()
     assert "pilot ok starting against http://127.0.0.1:9" in log
+    assert backend.output(first, 1 << 20) == log                # `wms pilots --output`: the log brought back
     for path in remote.iterdir():                          # the token is in no file on the node
         assert SECRET.encode() not in path.read_bytes(), path
     assert (remote.stat().st_mode & 0o077) == 0            # the pilots' directory is private
@@ -93,10 +102,12 @@ def test_kill_stops_the_pilot_on_the_node(ssh_server, tmp_path):
     remote_log = tmp_path / "remote" / "long.log"
     wait_until(lambda: "starting against" in tail(remote_log), timeout=60, what="the pilot on the node started",
                details=lambda: tail(remote_log))
+    assert backend.output(ref, 1 << 20) is None                 # still on the node: it comes back at the end
     backend.kill(ref)
     assert wait_for_states(backend, [ref], {"Done", "Failed"})[ref] in ("Done", "Failed")
     assert not Path(f"/proc/{pid}").exists() or "long" not in Path(f"/proc/{pid}/cmdline").read_text()
     assert "received SIGTERM" in (tmp_path / "logs" / "long.log").read_text()
+    assert "received SIGTERM" in backend.output(ref, 1 << 20)
 
 
 def test_an_unreachable_node_says_nothing(ssh_server, tmp_path):

@@ -58,7 +58,7 @@ def test_default_config_loads() -> None:
     assert {"x86_64-el9", "x86_64-el8", "aarch64-el9"} <= platforms
     assert config.cluster.users["andre"].vo == "dteam"
     assert config.cluster.complexes[0].requestable == "YES"
-    assert config.cluster.global_complex_values == {"compiler_lic": 20}
+    assert config.cluster.global_.complex_values == {"compiler_lic": 20}
     assert config.operations.JobDescription.Parameters["Memory"] == "number"
     assert config.parameter_types["SoftwareTag"] == "list"
     assert config.operations.Shares["lhcb_prod"] == 4000

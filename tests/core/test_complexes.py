@@ -1,6 +1,6 @@
 """complex(5) and SPEC 000: definitions (examples.md 1.1), relops (1.2, 1.3),
 consumables (1.4, SPEC 000 E1/E2), overriding (1.5, SPEC 000 section 3),
-FORCED (1.6) and urgency (1.7), as tables with exact results and messages."""
+FORCED (1.6), as tables with exact results and messages."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from wms.core.complexes import (
     forced_missing,
     parse_value,
     satisfies,
-    urgency_contribution,
     validate_requests,
 )
 from wms.core.errors import InvalidInput
@@ -508,27 +507,6 @@ def test_forced_not_requested():
     assert forced_missing(FORCED, {}, ["slots"]) == []  # carc: may run
     assert forced_missing(FORCED, {}, ["lic", "slots"]) == ["lic"]  # durin: may not
     assert forced_missing(FORCED, {"l": 1}, ["l"]) == []  # shortcuts on both sides
-
-
-# -- 1.7 urgency ----------------------------------------------------------------------
-def test_urgency_serial_job():
-    assert urgency_contribution(BASE.resolve("slots"), 1, 1) == 1000
-
-
-def test_urgency_pe_job_with_consumable():
-    total = urgency_contribution(BASE.resolve("slots"), 1, 4) + urgency_contribution(BASE.resolve("cl"), 2, 4)
-    assert total == 4800
-
-
-def test_urgency_pe_job_with_string_request():
-    table = table_with("arch a RESTRING == YES NO NONE 50")
-    total = urgency_contribution(table.resolve("slots"), 1, 4) + urgency_contribution(table.resolve("arch"), "lx*", 4)
-    assert total == 4050
-
-
-def test_urgency_per_job_consumable_not_multiplied():
-    cl = table_with("compiler_lic cl INT <= YES JOB 0 100").resolve("cl")
-    assert urgency_contribution(cl, 2, 4) == 200
 
 
 # -- qconf -sc / -Mc ------------------------------------------------------------------

@@ -197,7 +197,7 @@ def test_j4_requirements_expression() -> None:
         "GlueCEPolicyMaxCPUTime", "GlueCEStateStatus", "GlueHostApplicationSoftwareRunTimeEnvironment",
     ]
     assert classad.eval_bool(job.requirements_expr, job.attributes, CE_INFO) is True
-    assert classad.eval_value(job.get("rank").text, job.attributes, CE_INFO) == 0
+    assert classad.eval_bool(f"({job.get('rank').text}) =?= 0", job.attributes, CE_INFO) is True
     # the outer SPEC 004 ad has no Glue attributes at its top level: UNDEFINED, no match
     assert classad.eval_bool(job.requirements_expr, job.attributes, {"info": CE_INFO}) is None
 

@@ -137,19 +137,19 @@ def test_j2_open_question_queue_level_wins_over_site_vo() -> None:
 
 def test_site_and_ce_parameters() -> None:
     res = Resources(INTERFACE_TREE, vo="lhcb")
-    assert res.site_parameters("LCG.CERN.ch") == {
+    assert res.get_eligible_nodes("Site")["LCG.CERN.ch"] == {
         "Country": "ch",
         "SoftwareTag": ["AppVersion1"],
         "Site": "LCG.CERN.ch",
     }
-    assert res.ce_parameters("LCG.CERN.ch", "ce01.cern.ch") == {
+    assert res.get_eligible_nodes("CE")["LCG.CERN.ch"]["ce01.cern.ch"] == {
         "Country": "ch",
         "SoftwareTag": ["AppVersion1"],
         "Platform": "x86_64-el9",
         "Site": "LCG.CERN.ch",
         "CE": "ce01.cern.ch",
     }
-    assert Resources(INTERFACE_TREE).site_parameters("LCG.CERN.ch") == {
+    assert Resources(INTERFACE_TREE).get_eligible_nodes("Site")["LCG.CERN.ch"] == {
         "Country": "ch",
         "Site": "LCG.CERN.ch",
     }
@@ -181,10 +181,8 @@ def test_listing_and_unknown_nodes() -> None:
     assert res.has_queue(QueueRef("B", "c2", "q"))
     with pytest.raises(NotFound):
         res.queue_parameters("B/c2/nope")
-    with pytest.raises(NotFound):
-        res.ce_parameters("B", "c9")
-    with pytest.raises(NotFound):
-        res.site_parameters("C")
+    with pytest.raises(NotFound, match="unknown site 'C'"):
+        res.ces("C")
 
 
 # -- getEligibleNodes --------------------------------------------------------------
@@ -247,12 +245,12 @@ def test_eligible_ces_and_sites() -> None:
     assert ces["S1"]["ce2"]["Platform"] == ["el8", "el9"]
     assert "Queues" not in ces["S1"]["ce1"]
     ces = res.get_eligible_nodes("CE", queue_select={"Tags": "GPU"})
-    assert ces == {"S1": {"ce2": res.ce_parameters("S1", "ce2")}}
+    assert ces == {"S1": {"ce2": res.get_eligible_nodes("CE")["S1"]["ce2"]}}
     sites = res.get_eligible_nodes("Site")
     assert sorted(sites) == ["S1", "S2", "S3"]
     assert sites["S3"] == {"Country": "fr", "Site": "S3"}
     assert res.get_eligible_nodes("Site", ce_select={"Platform": "el9"}) == {
-        "S1": res.site_parameters("S1")
+        "S1": res.get_eligible_nodes("Site")["S1"]
     }
     assert res.get_eligible_nodes("Site", queue_select={"CPUTime": 86400}).keys() == {"S1", "S2"}
     assert res.get_eligible_nodes("Site", queue_select={"Missing": 1}) == {}

@@ -7,7 +7,7 @@ import pytest
 
 from tests.helpers import ADMIN, OPERATOR, ROLAND, default_config
 from wms.core.errors import Forbidden, InvalidInput, JDLError
-from wms.services import complexes
+from wms.services import complexes, quotas, reservations
 from wms.services import runtime as runtime_module
 from wms.services.pilots import waiting_jobs_per_queue
 from wms.services.runtime import Runtime
@@ -46,14 +46,29 @@ def test_a_process_that_never_asks_still_adopts_a_stored_table(runtime, now, mon
     other reader: no entry point has to remember to look for a new one."""
     monkeypatch.setattr(runtime_module, "COMPLEXES_SYNC_INTERVAL", 0.0)
     director = Runtime.create(default_config(), runtime.engine)
-    assert "scratch" not in {cx.name for cx in director.complexes}
+    assert "scratch" not in {cx.name for cx in director.read_stored_complexes()}
     complexes.modify(runtime, ADMIN, complexes.show(runtime) + "\n" + SCRATCH + "\n", now)
     job = '[ Executable = "/bin/true"; ResourceRequests = [ scratch = "1G"; ]; ]'
     submit_jobs(runtime, ROLAND, [("a.jdl", job)], SubmitOptions(), now)
     waiting = waiting_jobs_per_queue(director)
     assert sum(entry["waiting"] for entry in waiting.values()) > 0
-    assert "scratch" in {cx.name for cx in director.complexes}
+    assert "scratch" in {cx.name for cx in director.read_stored_complexes()}
 
+
+
+def test_what_is_read_against_the_table_follows_a_new_one_in_every_process(runtime, now, monkeypatch):
+    """The quota sets in force and the reservation candidates carry the table
+    they were read with; another process's qconf -Mc replaces them here too."""
+    monkeypatch.setattr(runtime_module, "COMPLEXES_SYNC_INTERVAL", 0.0)
+    other = Runtime.create(default_config(), runtime.engine)
+    state, found = quotas.sync(other), reservations.candidates(other)
+    assert state.table is found.table is other.read_stored_complexes()
+    assert quotas.sync(other) is state and reservations.candidates(other) is found     # kept while the table holds
+    complexes.modify(runtime, ADMIN, complexes.show(runtime) + "\n" + SCRATCH + "\n", now)
+    state_after, found_after = quotas.sync(other), reservations.candidates(other)
+    assert "scratch" in state_after.table and state_after.table is found_after.table
+    assert state_after.sets == state.sets and [c.label for c in found_after.candidates] == \
+        [c.label for c in found.candidates]
 
 def test_only_managers_modify(runtime, now):
     for caller in (ROLAND, OPERATOR):

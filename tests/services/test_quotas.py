@@ -117,7 +117,7 @@ def test_jobs_in_an_advance_reservation_are_neither_limited_nor_counted(runtime,
     ctx = matcher.match_context(runtime, pilot(), now)
     definition = TaskQueueDefinition("roland", "lhcb_user", "lhcb", None, SchedulingRequest(), reservation=193)
     view = TaskQueueView(tq_id=1, priority=1, definition=definition, hard={}, soft={},
-                         charged=((runtime.complexes.resolve("slots"), None),))
+                         charged=((runtime.read_stored_complexes().resolve("slots"), None),))
     assert QUOTA_LAYER.check(ctx, view).allowed and matcher.match_debits(ctx, view)[-1].scope.startswith("queue:")
     plain = dataclasses.replace(view, tq_id=2, definition=dataclasses.replace(definition, reservation=None))
     assert not QUOTA_LAYER.check(ctx, plain).allowed

@@ -505,7 +505,7 @@ def test_a_job_matched_while_a_grant_settles_is_seen_before_it_is_confirmed(engi
     granting = Runtime.create(reservation_config(tmp_path / "b", reservation_settle=1.0), engine)
     [job] = submit(granting, UNLIMITED)
     assert ar.snapshot(matching, T0) is None
-    matching.caches.reservations.keep_until(time.monotonic() + 3600)   # a list that is not yet stale
+    matching.caches.reservations.ttl = 3600                         # its list is not stale before the grant ends
 
     outcome: dict = {}
 

@@ -14,6 +14,7 @@ from wms.api.openapi import answers
 from wms.api import responses as r
 from wms.api.models import TokenRenewal
 from wms.core.identity import Identity
+from wms.services import pilot_output as pilot_output_service
 from wms.services import pilots as pilots_service
 from wms.services import tokens as tokens_service
 from wms.services.access import MANAGER, OPERATOR, PILOT
@@ -52,4 +53,4 @@ def renew_token(body: TokenRenewal, runtime: RuntimeDep, now: NowDep, caller: Pi
 @router.get("/pilots/{pilot_id}/output", **answers(r.PilotLog))
 def pilot_output(pilot_id: str, runtime: RuntimeDep, caller: Admin) -> dict[str, str]:
     """What the pilot printed (its log): PilotID, Output."""
-    return {"PilotID": pilot_id, "Output": pilots_service.pilot_output(runtime, pilot_id)}
+    return {"PilotID": pilot_id, "Output": pilot_output_service.pilot_output(runtime, pilot_id)}

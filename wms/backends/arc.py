@@ -26,6 +26,9 @@ states until the next cycle.
 
 Kill: ``POST /jobs?action=kill``; a job A-REX does not know needs none.
 
+Output: the log fetched when the pilot ended; none while it runs (the CE
+is asked once a cycle, not once per reader).
+
 The credential's files are read at every call, never kept: a proxy or
 token renewed in place is used at once. Nothing of them is logged; errors
 name the CE, the HTTP status and A-REX's reason.
@@ -64,7 +67,7 @@ from wms.backends.arc_jobs import (
     parse_states,
     pilot_script,
 )
-from wms.backends.base import ABORTED, PilotArgs, check_count
+from wms.backends.base import ABORTED, PilotArgs, check_count, log_file, log_tail
 from wms.backends.bundle import pilot_zipapp
 
 # Seconds one request may take before the cycle gives up on it.
@@ -322,7 +325,7 @@ class ArcBackend:
         """Fetch an ended pilot's log into log_dir and record its end beside it;
         False if the CE would not give the log now (asked again next cycle)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        target = self.log_dir / f"{parsed.pilot_id}.log"
+        target = log_file(self.log_dir, parsed.pilot_id)
         partial = target.with_name(f"{target.name}.part")
         try:
             # Streamed to its file: a pilot that lived for days may have written a lot.
@@ -370,3 +373,11 @@ class ArcBackend:
         # 202: queued for killing; 404: A-REX no longer has the job, nothing to stop.
         if code not in ("200", "201", "202", "404"):
             raise ArcError(f"kill of pilot {parsed.pilot_id} at {parsed.endpoint}: {code} {job.get('reason', '')}")
+
+    # -- output ----------------------------------------------------------------
+    def output(self, ref: str, limit: int) -> str | None:
+        """The end of the log fetched from the CE when the pilot ended; None before."""
+        parsed = ArcRef.parse(ref)
+        if parsed is None:
+            raise InvalidInput(f"not an ARC pilot reference: {ref!r}")
+        return log_tail(log_file(self.log_dir, parsed.pilot_id), limit)

@@ -16,15 +16,20 @@ A backend is any object with
 * ``status(backend_refs) -> dict[ref, state]``: the state of each pilot it
   knows (Submitted, Running, Done, Failed, Aborted); a reference it cannot
   judge is left out, and its pilot keeps its state;
-* ``kill(ref)``: stop the pilot.
+* ``kill(ref)``: stop the pilot;
+* ``output(ref, limit) -> str | None``: what the pilot printed (its stdout
+  and stderr), at most the last ``limit`` bytes; None while there is none
+  to show (`wms pilots --output`).
 
 Each backend is one module of this package: ``local`` (wms/backends/local.py),
 ``slurm`` (slurm.py), ``ssh`` (ssh.py), ``arc`` (an ARC CE, arc.py), each
 with its pure parts beside it (slurm_jobs.py, ssh_jobs.py, arc_jobs.py:
 scripts, descriptions, references and states, no I/O); the registry by
-name is wms/backends/registry.py (docs/agents.md). Every backend writes a
-pilot's log to ``<log_dir>/<pilot_id>.log``, which `wms pilots --output`
-reads. Each pilot has a token of its
+name is wms/backends/registry.py (docs/agents.md). Every backend keeps a
+pilot's log in ``<log_dir>/<pilot_id>.log`` (:func:`log_file`): the local
+and Slurm pilots write it there as they run, the ssh and ARC backends
+bring it there from the node or the CE when the pilot ends; ``output``
+reads its end (:func:`log_tail`). Each pilot has a token of its
 own (``pilot_args.token_for(pilot_id)``), which reaches it by its
 environment (WMS_PILOT_TOKEN), never on a command line, where any user of
 the node could read it.
@@ -32,7 +37,9 @@ the node could read it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
 from wms.core.errors import InvalidInput
@@ -84,6 +91,27 @@ class Backend(Protocol):
     def status(self, backend_refs: Sequence[str]) -> dict[str, str]: ...
 
     def kill(self, ref: str) -> None: ...
+
+    def output(self, ref: str, limit: int) -> str | None: ...
+
+
+def log_file(log_dir: Path, pilot_id: str) -> Path:
+    """Where a backend keeps a pilot's log."""
+    return log_dir / f"{pilot_id}.log"
+
+
+def log_tail(path: Path, limit: int) -> str | None:
+    """The last ``limit`` bytes of a pilot's log, headed by how long it is
+    when that is more (a pilot living for days may write a lot; the end
+    says how it ended); None when there is no log (yet)."""
+    try:
+        with open(path, "rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(0, size - limit))
+            text = file.read().decode(errors="replace")
+    except FileNotFoundError:
+        return None
+    return text if size <= limit else f"(the last {limit} bytes of {size})\n{text}"
 
 
 # The wrapper writes the pilot's exit status next to its log, so any process

@@ -15,7 +15,17 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from wms.backends.base import DONE, EXIT_WRAPPER, FAILED, PILOT_TOKEN_ENV, RUNNING, PilotArgs, check_count
+from wms.backends.base import (
+    DONE,
+    EXIT_WRAPPER,
+    FAILED,
+    PILOT_TOKEN_ENV,
+    RUNNING,
+    PilotArgs,
+    check_count,
+    log_file,
+    log_tail,
+)
 from wms.core.errors import InvalidInput
 from wms.core.resources import QueueRef
 
@@ -30,7 +40,7 @@ class LocalBackend:
     """Pilots as processes on this host (``python -m pilot``), one session each.
 
     A pilot's reference is ``host:pid:pilot_id``. Its log goes to
-    ``log_dir/<pilot_id>.log`` and its exit status to
+    ``log_dir/<pilot_id>.log`` (``output`` reads it) and its exit status to
     ``log_dir/<pilot_id>.exit``. Status: alive = Running, exit 0 = Done,
     anything else (or vanished without a status) = Failed. References of
     another host are left out of ``status``.
@@ -66,7 +76,7 @@ class LocalBackend:
         for pilot_id in pilot_args.pilot_ids:
             exit_file = self.log_dir / f"{pilot_id}.exit"
             exit_file.unlink(missing_ok=True)
-            with open(self.log_dir / f"{pilot_id}.log", "ab") as log:
+            with open(log_file(self.log_dir, pilot_id), "ab") as log:
                 process = subprocess.Popen(
                     ["/bin/sh", "-c", EXIT_WRAPPER, str(exit_file), *self.command(pilot_args, pilot_id)],
                     env=env, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
@@ -150,6 +160,15 @@ class LocalBackend:
         if parsed is None or parsed[0] != self.host:
             raise InvalidInput(f"not a local pilot of this host: {ref!r}")
         _signal_group(parsed[1], signal.SIGTERM)
+
+    # -- output ----------------------------------------------------------------
+    def output(self, ref: str, limit: int) -> str | None:
+        """The end of the log the pilot writes as it runs. A pilot of another
+        host is read too: its log is here when the log directory is shared."""
+        parsed = self._parse(ref)
+        if parsed is None:
+            raise InvalidInput(f"not a local pilot reference: {ref!r}")
+        return log_tail(log_file(self.log_dir, parsed[2]), limit)
 
 
 def _signal_group(pgid: int, signum: int) -> bool:

@@ -19,7 +19,8 @@ pilots keep their states until the next cycle.
 
 The log directory (pilot stdout and stderr, the exit files) must be the
 same path on the SiteDirector's host and the worker nodes: a shared file
-system, as for any Slurm site.
+system, as for any Slurm site. A pilot's output is read from there, while
+it runs too.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from wms.core.errors import InvalidInput
 from wms.core.resources import QueueRef
-from wms.backends.base import PILOT_TOKEN_ENV, PilotArgs, check_count
+from wms.backends.base import PILOT_TOKEN_ENV, PilotArgs, check_count, log_file, log_tail
 from wms.backends.bundle import pilot_zipapp
 from wms.backends.slurm_jobs import (
     PILOT_OPTIONS,
@@ -146,6 +147,13 @@ class SlurmBackend:
         gone = ("already completing or completed", "Invalid job id")
         if answer.returncode != 0 and not any(text in answer.stderr for text in gone):
             raise SlurmError(f"scancel {parsed.job_id} failed ({answer.returncode}): {answer.stderr.strip()}")
+
+    def output(self, ref: str, limit: int) -> str | None:
+        """The end of the log Slurm writes for the job as it runs (sbatch --output), in the shared log directory."""
+        parsed = SlurmRef.parse(ref)
+        if parsed is None:
+            raise InvalidInput(f"not a Slurm pilot reference: {ref!r}")
+        return log_tail(log_file(self.log_dir, parsed.pilot_id), limit)
 
 
 def _split(options: object) -> list[str]:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wms.backends.base import ABORTED, DONE, FAILED, RUNNING, SUBMITTED
+from wms.backends.base import ABORTED, DONE, FAILED, RUNNING, SUBMITTED, log_file
 
 # Slurm job states (squeue %T) as pilot states. COMPLETING: the script has
 # ended but the node is still cleaning up; the pilot counts as running
@@ -68,10 +68,6 @@ class SlurmRef:
 
 def exit_file(log_dir: Path, pilot_id: str) -> Path:
     return log_dir / f"{pilot_id}.exit"
-
-
-def log_file(log_dir: Path, pilot_id: str) -> Path:
-    return log_dir / f"{pilot_id}.log"
 
 
 def batch_script(zipapp: bytes, pilot_argv: Sequence[str], exit_path: Path) -> str:

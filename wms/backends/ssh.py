@@ -25,7 +25,7 @@ from typing import Any
 
 from wms.core.errors import InvalidInput
 from wms.core.resources import QueueRef
-from wms.backends.base import PilotArgs, check_count
+from wms.backends.base import PilotArgs, check_count, log_file, log_tail
 from wms.backends.bundle import pilot_zipapp
 from wms.backends.ssh_jobs import (
     DEFAULT_DIRECTORY,
@@ -112,7 +112,7 @@ class SshBackend:
 
     def _keep_log(self, pilot_id: str, text: bytes) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        (self.log_dir / f"{pilot_id}.log").write_bytes(text)
+        log_file(self.log_dir, pilot_id).write_bytes(text)
 
     def kill(self, ref: str) -> None:
         parsed = parse_ref(ref)
@@ -122,3 +122,11 @@ class SshBackend:
         answer = self._ssh(target, kill_script(pid, pilot_id))
         if answer.returncode != 0:
             raise SshError(f"ssh to {target.host} to stop pilot {pilot_id} failed: {answer.stderr.strip()}")
+
+    def output(self, ref: str, limit: int) -> str | None:
+        """The end of the log brought back when the pilot ended; None before
+        (the node is asked once a cycle, not once per reader)."""
+        parsed = parse_ref(ref)
+        if parsed is None:
+            raise InvalidInput(f"not an ssh pilot reference: {ref!r}")
+        return log_tail(log_file(self.log_dir, parsed[2]), limit)

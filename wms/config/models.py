@@ -510,9 +510,6 @@ class Settings(_Model):
     identity_providers: Annotated[list[OidcIssuer], AfterValidator(_distinct_issuers)] = Field(default_factory=list)
     identity_provider_checks: IdentityProviderChecks = Field(default_factory=IdentityProviderChecks)
 
-    def identity_provider(self, issuer: str) -> OidcIssuer | None:
-        return next((entry for entry in self.identity_providers if entry.issuer == issuer), None)
-
     def model_post_init(self, context: Any, /) -> None:
         # Fill in the periods not given; the refresher follows submit_pool_refresh.
         periods = dict(AGENT_PERIOD_DEFAULTS)
@@ -652,10 +649,6 @@ class ClusterConfig(_Model):
     projects: Annotated[list[Name], AfterValidator(_unique)] = Field(default_factory=list)
     pes: dict[Name, ParallelEnvironment] = Field(default_factory=dict)
     users: dict[Name, UserEntry] = Field(default_factory=dict)
-
-    @property
-    def global_complex_values(self) -> dict[str, Any]:
-        return dict(self.global_.complex_values)
 
     def problems(self) -> list[Problem]:
         out: list[Problem] = []

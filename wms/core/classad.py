@@ -54,7 +54,6 @@ __all__ = [
     "Token",
     "check_patterns",
     "eval_bool",
-    "eval_value",
     "external_refs",
     "own_record",
     "own_refs",
@@ -812,30 +811,6 @@ def _eval_failed(expr_text: str, exc: BaseException, where: str | None) -> Class
     )
 
 
-def eval_value(
-    expr_text: str, my: Ad = None, target: Ad = None,
-    *, where: str | None = None,
-) -> Any:
-    """Evaluate *expr_text* with ``my.`` names in *my*, ``other.`` (=
-    ``target.``) names in *target*, and unscoped names in *my* first, then
-    in *target* (HTCondor's matchmaking rule, which classad2 follows).
-
-    Returns plain Python; UNDEFINED and ERROR both give ``None``; an
-    ``absTime`` gives a timezone-aware ``datetime``. Raises
-    :class:`ClassAdSyntaxError` when the text is not an expression and
-    :class:`ClassAdEvalError` (naming *where*) when classad2 raises on it.
-    """
-    try:
-        result = _evaluate(expr_text, my, target)
-        if isinstance(result, classad2.Value):
-            return None
-        if isinstance(result, _dt.datetime):
-            return result
-        return _to_python(result)
-    except LIBRARY_ERRORS as exc:
-        raise _eval_failed(expr_text, exc, where) from None
-
-
 def eval_bool(
     expr_text: str, my: Ad = None, target: Ad = None,
     *, where: str | None = None,
@@ -845,7 +820,8 @@ def eval_bool(
     ``None`` means UNDEFINED or ERROR (a Requirements that gives ``None``
     does not match). Numbers count as conditions the way HTCondor's
     ``matches()`` counts them (non-zero is true); any other type is ``None``.
-    Raises as :func:`eval_value` does.
+    Raises :class:`ClassAdSyntaxError` when the text is not an expression
+    and :class:`ClassAdEvalError` (naming *where*) when classad2 raises on it.
     """
     try:
         result = _evaluate(expr_text, my, target)

@@ -16,8 +16,12 @@ host and queue levels offer. This module holds, in one place:
 * consumables (complex(5) "consumable", "default"; SPEC 000 E1/E2);
 * FORCED attributes (complex(5) "requestable");
 * the relops that narrow a value across levels (the overriding itself,
-  global -> host -> queue, is core/offers.py's);
-* the urgency addend (complex(5) "urgency").
+  global -> host -> queue, is core/offers.py's).
+
+The ``urgency`` column is read and checked (a number) and shown by
+``qconf -sc``, but orders nothing: Grid Engine adds it to a job's urgency,
+and here the Matcher draws task queues by their fair-share priority
+(core/shares.py).
 
 It is pure: no I/O, no configuration loading.
 
@@ -38,9 +42,6 @@ Decisions where the sources disagree (examples.md section 9)
   for it (examples.md C4 lists one message; C14, a BOOL, lists two).
 * A consumable's default may be neither infinity nor negative (reported as
   a default of the wrong type); Grid Engine only checks values, not defaults.
-* A JOB consumable's urgency addend is urgency x request, not x slots: its
-  request is per job (complex(5) defines the addend with the per-slot
-  request; the code multiplies by the slots regardless).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from wms.core.quantities import (
     parse_number,
     parse_time,
 )
+from wms.core.reasons import Reason
 
 
 # -- enumerations -------------------------------------------------------------------
@@ -129,80 +131,37 @@ _NAME_MAX = 512
 
 
 # -- Grid Engine's message texts (msg_sgeobjlib.h, msg_common.h) --------------------
-def msg_must_be_bool_for_excl(name: str) -> str:
-    return f'Complex "{name}" must be BOOL to use EXCL as relational operator'
-
-
-def msg_invalid_relop(name: str) -> str:
-    return f'Complex "{name}" has an invalid relational operator'
-
-
-def msg_type_cannot_be_consumable(name: str, type_: str) -> str:
-    return f'Complex "{name}" of type "{type_}" cannot be a consumable'
-
-
-def msg_exclusive_needs_excl(name: str) -> str:
-    return f'Exclusive complex "{name}" must have EXCL as relational operator'
-
-
-def msg_exclusive_must_be_consumable(name: str) -> str:
-    return f'Exclusive complex "{name}" must be a consumable'
-
-
-def msg_not_requestable(name: str) -> str:
-    return f'Complex attribute "{name}" is not requestable'
-
-
-def msg_consumable_relop(name: str) -> str:
-    return f'Consumable "{name}" can have only <= as an relational operator'
-
-
-def msg_default_type(name: str, type_: str) -> str:
-    return f'Complex "{name}"\'s default value should be of type "{type_}"'
-
-
-def msg_needs_default(name: str) -> str:
-    return f'Consumable "{name}" needs a default value because it is not requestable.'
-
-
-def msg_forced_no_default(name: str) -> str:
-    return f'Consumable "{name}" cannot have a default value because it is forced.'
-
-
-def msg_no_default(name: str) -> str:
-    return f'Complex "{name}" cannot have a default value'
-
-
-def msg_urgency(name: str, problem: str) -> str:
-    return f'The following error occoured for complex "{name}", while parsing the urgency value: "{problem}"'
-
-
-def msg_type_change(name: str) -> str:
-    return f'The type of the complex "{name}" cannot be changed due to its built in status'
-
-
-def msg_already_exists(name: str, shortcut: str) -> str:
-    return f"complex with name {name} or shortcut {shortcut} already exists"
-
-
-def msg_builtin_deleted(name: str) -> str:
-    return f'built-in complex "{name}" cannot be deleted'
-
-
-def msg_non_requestable(name: str) -> str:
-    return f'resource "{name}" configured as non requestable'
-
-
-def msg_negative_consumable(name: str) -> str:
-    return f'attribute "{name}" is consumable but has a negative value'
-
-
-def msg_infinite_consumable(name: str) -> str:
-    return f'attribute "{name}" is consumable and cannot be infinity'
-
-
-def msg_unknown_resource(name: str) -> str:
-    return f"unknown resource {name!r}"
+# Each a Reason (core/reasons.py) like every other refusal: a stable code
+# and Grid Engine's words, filled with the attribute's name (and its type,
+# shortcut or problem) where a person reads them.
+REASON_EXCL_NEEDS_BOOL = Reason("complex-excl-needs-bool",
+                                'Complex "{name}" must be BOOL to use EXCL as relational operator')
+REASON_INVALID_RELOP = Reason("complex-invalid-relop", 'Complex "{name}" has an invalid relational operator')
+REASON_TYPE_NOT_CONSUMABLE = Reason("complex-type-not-consumable",
+                                    'Complex "{name}" of type "{type}" cannot be a consumable')
+REASON_EXCLUSIVE_NEEDS_EXCL = Reason("complex-exclusive-needs-excl",
+                                     'Exclusive complex "{name}" must have EXCL as relational operator')
+REASON_EXCLUSIVE_NOT_CONSUMABLE = Reason("complex-exclusive-not-consumable",
+                                         'Exclusive complex "{name}" must be a consumable')
+REASON_NOT_REQUESTABLE = Reason("complex-not-requestable", 'Complex attribute "{name}" is not requestable')
+REASON_CONSUMABLE_RELOP = Reason("complex-consumable-relop",
+                                 'Consumable "{name}" can have only <= as an relational operator')
+REASON_DEFAULT_TYPE = Reason("complex-default-type", 'Complex "{name}"\'s default value should be of type "{type}"')
+REASON_NEEDS_DEFAULT = Reason("complex-needs-default",
+                              'Consumable "{name}" needs a default value because it is not requestable.')
+REASON_FORCED_DEFAULT = Reason("complex-forced-default",
+                               'Consumable "{name}" cannot have a default value because it is forced.')
+REASON_NO_DEFAULT = Reason("complex-no-default", 'Complex "{name}" cannot have a default value')
+REASON_URGENCY = Reason("complex-urgency", 'The following error occoured for complex "{name}", '
+                        'while parsing the urgency value: "{problem}"')
+REASON_TYPE_CHANGE = Reason("complex-type-change",
+                            'The type of the complex "{name}" cannot be changed due to its built in status')
+REASON_ALREADY_EXISTS = Reason("complex-exists", "complex with name {name} or shortcut {shortcut} already exists")
+REASON_BUILTIN_DELETED = Reason("complex-builtin-deleted", 'built-in complex "{name}" cannot be deleted')
+REASON_NON_REQUESTABLE = Reason("resource-not-requestable", 'resource "{name}" configured as non requestable')
+REASON_NEGATIVE_CONSUMABLE = Reason("consumable-negative", 'attribute "{name}" is consumable but has a negative value')
+REASON_INFINITE_CONSUMABLE = Reason("consumable-infinite", 'attribute "{name}" is consumable and cannot be infinity')
+REASON_UNKNOWN_RESOURCE = Reason("resource-unknown", "unknown resource {name!r}")
 
 
 # Words Grid Engine uses for "attribute X is not a ..." (sge_parse_num_par.c).
@@ -233,11 +192,6 @@ class Complex:
     default: str
     urgency: int | float
     builtin: bool = False
-
-    @property
-    def is_numeric(self) -> bool:
-        """INT, DOUBLE, MEMORY, TIME or BOOL: compared as numbers."""
-        return self.type not in STRING_TYPES
 
     @property
     def is_consumable(self) -> bool:
@@ -461,56 +415,56 @@ def definition_problems(cx: Complex, urgency_problem: str | None = None) -> list
     # The relops a type admits.
     if vtype in NUMERIC_TYPES:
         if relop is Relop.EXCL:
-            problems.append(msg_must_be_bool_for_excl(name))
+            problems.append(REASON_EXCL_NEEDS_BOOL.format(name=name))
     elif vtype in STRING_TYPES:
         if relop not in (Relop.EQ, Relop.NE):
-            problems.append(msg_invalid_relop(name))
+            problems.append(REASON_INVALID_RELOP.format(name=name))
         if consumable:
-            problems.append(msg_type_cannot_be_consumable(name, vtype.value))
+            problems.append(REASON_TYPE_NOT_CONSUMABLE.format(name=name, type=vtype.value))
     else:  # BOOL
         if relop not in (Relop.EQ, Relop.EXCL):
-            problems.append(msg_invalid_relop(name))
+            problems.append(REASON_INVALID_RELOP.format(name=name))
         if consumable and relop is not Relop.EXCL:
-            problems.append(msg_exclusive_needs_excl(name))
+            problems.append(REASON_EXCLUSIVE_NEEDS_EXCL.format(name=name))
         if relop is Relop.EXCL and not consumable:
-            problems.append(msg_exclusive_must_be_consumable(name))
+            problems.append(REASON_EXCLUSIVE_NOT_CONSUMABLE.format(name=name))
     # tmpdir may never be requested (Grid Engine CR6650497).
     if name == "tmpdir" and cx.requestable is not Requestable.NO:
-        problems.append(msg_not_requestable(name))
+        problems.append(REASON_NOT_REQUESTABLE.format(name=name))
     # Consumables: <= only, and the default follows requestable.
     if consumable and vtype not in STRING_TYPES:
         if relop not in (Relop.LE, Relop.EXCL):
-            problems.append(msg_consumable_relop(name))
+            problems.append(REASON_CONSUMABLE_RELOP.format(name=name))
         try:
             default = float(_parse_typed(vtype, cx.default))
         except InvalidInput:
-            problems.append(msg_default_type(name, vtype.value))
+            problems.append(REASON_DEFAULT_TYPE.format(name=name, type=vtype.value))
         else:
             if math.isinf(default) or default < 0:
-                problems.append(msg_default_type(name, vtype.value))
+                problems.append(REASON_DEFAULT_TYPE.format(name=name, type=vtype.value))
             elif cx.requestable is Requestable.NO and default == 0:
-                problems.append(msg_needs_default(name))
+                problems.append(REASON_NEEDS_DEFAULT.format(name=name))
             elif cx.requestable is Requestable.FORCED and default != 0:
-                problems.append(msg_forced_no_default(name))
+                problems.append(REASON_FORCED_DEFAULT.format(name=name))
     elif not consumable:
         if vtype in STRING_TYPES:
             if cx.default.upper() != "NONE":
-                problems.append(msg_no_default(name))
+                problems.append(REASON_NO_DEFAULT.format(name=name))
         else:
             try:
                 default = float(_parse_typed(vtype, cx.default))
             except InvalidInput:
-                problems.append(msg_default_type(name, vtype.value))
+                problems.append(REASON_DEFAULT_TYPE.format(name=name, type=vtype.value))
             else:
                 if default != 0:
-                    problems.append(msg_no_default(name))
+                    problems.append(REASON_NO_DEFAULT.format(name=name))
     if urgency_problem is not None:
-        problems.append(msg_urgency(name, urgency_problem))
+        problems.append(REASON_URGENCY.format(name=name, problem=urgency_problem))
     # Built-ins keep their type, except within STRING/CSTRING/RESTRING.
     builtin = BUILTIN_BY_NAME.get(name)
     if builtin is not None and builtin.type is not vtype:
         if not (builtin.type in STRING_FAMILY and vtype in STRING_FAMILY):
-            problems.append(msg_type_change(name))
+            problems.append(REASON_TYPE_CHANGE.format(name=name))
     return problems
 
 
@@ -548,7 +502,7 @@ class ComplexTable:
             present.add(cx.name)
             found = definition_problems(cx, urgency_problem)
             if cx.name in keys or cx.shortcut in keys:
-                found.append(msg_already_exists(cx.name, cx.shortcut))
+                found.append(REASON_ALREADY_EXISTS.format(name=cx.name, shortcut=cx.shortcut))
             else:
                 keys[cx.name] = cx
                 keys[cx.shortcut] = cx
@@ -557,7 +511,7 @@ class ComplexTable:
                 accepted.append(cx)
         for builtin in BUILTIN_COMPLEXES:
             if builtin.name not in present:
-                problems.append(("complexes", msg_builtin_deleted(builtin.name)))
+                problems.append(("complexes", REASON_BUILTIN_DELETED.format(name=builtin.name)))
         if problems:
             raise ComplexDefinitionError(problems)
         self._by_name: dict[str, Complex] = {cx.name: cx for cx in sorted(accepted, key=lambda c: c.name)}
@@ -630,7 +584,7 @@ class ComplexTable:
         """Like :meth:`get`, but an unknown name raises InvalidInput."""
         cx = self._by_key.get(name_or_shortcut)
         if cx is None:
-            raise InvalidInput(msg_unknown_resource(name_or_shortcut))
+            raise InvalidInput(REASON_UNKNOWN_RESOURCE.format(name=name_or_shortcut))
         return cx
 
     def __iter__(self) -> Iterator[Complex]:
@@ -691,9 +645,9 @@ def parse_value(cx: Complex, raw: Any, *, where: str | None = None) -> int | flo
     if cx.is_consumable and not isinstance(value, bool):
         assert isinstance(value, (int, float))
         if math.isinf(value):
-            raise InvalidInput(msg_infinite_consumable(cx.name), where=where)
+            raise InvalidInput(REASON_INFINITE_CONSUMABLE.format(name=cx.name), where=where)
         if value < 0:
-            raise InvalidInput(msg_negative_consumable(cx.name), where=where)
+            raise InvalidInput(REASON_NEGATIVE_CONSUMABLE.format(name=cx.name), where=where)
     return value
 
 
@@ -789,11 +743,11 @@ def validate_requests(table: ComplexTable, requests: Mapping[str, Any],
         place = f"{where}.{key}"
         cx = table.get(key)
         if cx is None:
-            raise InvalidInput(msg_unknown_resource(key), where=place)
+            raise InvalidInput(REASON_UNKNOWN_RESOURCE.format(name=key), where=place)
         if cx.name in given_as:
             raise InvalidInput(f"{cx.name} is requested twice (as {given_as[cx.name]!r} and {key!r})", where=place)
         if cx.requestable is Requestable.NO:
-            raise InvalidInput(msg_non_requestable(cx.name), where=place)
+            raise InvalidInput(REASON_NON_REQUESTABLE.format(name=cx.name), where=place)
         value = parse_value(cx, raw, where=place)
         if cx.type in STRING_TYPES:
             try:
@@ -843,18 +797,3 @@ def forced_missing(table: ComplexTable, requests: Iterable[str], offered_names: 
     requested = {cx.name for cx in (table.get(key) for key in requests) if cx is not None}
     return sorted({table.resolve(key).name for key in offered_forced} - requested)
 
-
-# -- urgency ------------------------------------------------------------------------
-def urgency_contribution(cx: Complex, amount: Any, slots: int) -> float:
-    """The resource addend of a job's urgency (complex(5) "urgency";
-    sge_urgency.c): numeric types give urgency x per-slot request x slots,
-    string types the urgency alone. ``slots`` contributes
-    ``1000 x 1 x slots`` with the default table. A JOB consumable's request
-    is per job, so it is not multiplied by the slots.
-    """
-    if cx.type in STRING_TYPES:
-        return float(cx.urgency)
-    value = numeric_value(cx, amount)
-    if cx.consumable is Consumable.JOB:
-        return float(cx.urgency) * value
-    return float(cx.urgency) * value * slots

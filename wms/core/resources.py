@@ -268,17 +268,6 @@ class Resources:
         return ref in self._queue
 
     # -- effective parameters -------------------------------------------
-    def site_parameters(self, site: str) -> dict[str, Any]:
-        """A site's parameters (site level, then its VO block), plus ``Site``."""
-        self._check_site(site)
-        return self._site[site].to_dict()
-
-    def ce_parameters(self, site: str, ce: str) -> dict[str, Any]:
-        """A CE's effective parameters (site < site VO < CE < CE VO), plus
-        ``Site`` and ``CE``."""
-        self._check_ce(site, ce)
-        return self._ce[(site, ce)].to_dict()
-
     def queue_parameters(self, ref: QueueRef | str) -> dict[str, Any]:
         """A queue's effective parameters, in the order of INTERFACE.md, plus
         ``Site``, ``CE`` and ``Queue``."""
@@ -353,8 +342,3 @@ class Resources:
     def _check_site(self, site: str) -> None:
         if site not in self._site:
             raise NotFound(f"unknown site {site!r}")
-
-    def _check_ce(self, site: str, ce: str) -> None:
-        self._check_site(site)
-        if (site, ce) not in self._ce:
-            raise NotFound(f"unknown CE {site}/{ce}")

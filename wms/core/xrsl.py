@@ -9,7 +9,6 @@ A value is written between double quotes, a double quote inside doubled
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 
 # Attributes the arc backend writes itself: what runs, what travels, the
 # output it fetches, the job's name and queue. A site's ARCRSL changing
@@ -26,10 +25,6 @@ def quote(value: str) -> str:
     if "\n" in value or "\r" in value or "\0" in value:
         raise ValueError(f"an xRSL value may not hold a line break or NUL: {value!r}")
     return '"' + value.replace('"', '""') + '"'
-
-
-def quote_all(values: Iterable[str]) -> str:
-    return " ".join(quote(value) for value in values)
 
 
 def relation_attributes(text: str) -> list[str]:

@@ -4,7 +4,7 @@ Functions take the caller's connection and never commit. Whether a token
 is still good (expired, revoked) is decided by wms.services.tokens, which
 needs the row to say why not.
 
-Every end of a token before its time (revoked, deleted) is also noted in
+Every end of a token before its time (revoked) is also noted in
 one shared row, the ``ended_tokens`` cluster object, in the same
 transaction: each server process reads that row's version at most about
 once a second and forgets exactly the tokens ended since it last looked
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, or_, select, update
+from sqlalchemy import Connection, insert, or_, select, update
 
 from wms.db import cluster_objects as objects_db
 from wms.db.schema import cluster_objects, pilots, tokens
@@ -185,14 +185,6 @@ def declared_hand_pilots(conn: Connection, now: datetime, *, after: str | None =
     if limit is not None:
         stmt = stmt.limit(limit)
     return [dict(r) for r in conn.execute(stmt).mappings().all()]
-
-
-def delete_token(conn: Connection, token_hash: str, now: datetime) -> bool:
-    """Forget a token; True if it existed."""
-    if conn.execute(delete(tokens).where(tokens.c.token_hash == token_hash)).rowcount == 0:
-        return False
-    note_ended(conn, [token_hash], now)
-    return True
 
 
 # ---------------------------------------------------------------- ended tokens

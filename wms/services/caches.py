@@ -22,15 +22,23 @@ half of a value.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, TypeVar
 
+from wms.core.complexes import ComplexTable
+from wms.core.match.choice import WeightedDraw
 from wms.core.match.context import TaskQueueView
+from wms.core.match.reservations import ReservationView
 from wms.core.offers import LevelValues
 from wms.core.match.framework import StaticVerdicts
+from wms.core.quotas.evaluate import QuotaRules
+from wms.core.quotas.filters import Groups
+from wms.core.quotas.model import RuleSet
+from wms.core.reservations.grant import Candidate
 
 T = TypeVar("T")
 # (tq_id, priority, submit pool) of each task queue with waiting jobs
@@ -63,10 +71,22 @@ class Timed(Generic[T]):
     def forget(self) -> None:
         self._value = None
 
-    def keep_until(self, clock: float) -> None:
-        """Treat the value held as fresh until ``clock`` (tests that pin a snapshot)."""
-        if self._value is not None:
-            self._value = (clock, self._value[1])
+
+@dataclass(frozen=True)
+class Candidates:
+    """The task queues with waiting jobs one kind of pilot may take, ready to draw from."""
+
+    draw: WeightedDraw
+    views: dict[int, TaskQueueView]
+    # The owners or VOs whose jobs wait in the pilot's pools but are not its
+    # to take ("VO x", "user y"): what an idle pilot is told.
+    others: tuple[str, ...]
+
+
+# Whom the candidates are for: the queue, the pools its pilot serves (None:
+# those of the queue), the pilot's VO and, for a pilot that cannot isolate
+# its payloads, its owner.
+CandidatesKey = tuple[str, tuple[str, ...] | None, str | None, str | None]
 
 
 @dataclass
@@ -77,8 +97,7 @@ class WaitingGeneration:
     task_queues: list[tuple[int, int, str | None]] | None = None
     # queue name -> the pools it serves (getSubmitPoolsForQueue)
     pools: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # (queue name, pools) -> (the draw, the views it draws from)
-    candidates: dict[tuple[str, Any], Any] = field(default_factory=dict)
+    candidates: dict[CandidatesKey, Candidates] = field(default_factory=dict)
 
 
 class Waiting:
@@ -133,10 +152,6 @@ class Waiting:
     def forget(self) -> None:
         self._forgotten += 1
         self._generation = WaitingGeneration(time.monotonic())
-
-    def keep_until(self, clock: float) -> None:
-        """Treat the generation held as read at ``clock`` (tests that make it stale)."""
-        self._generation.since = clock
 
 
 class VerifiedTokens:
@@ -218,6 +233,50 @@ class VerifiedTokens:
             self.ended_version, self.looked = version, began
 
 
+@dataclass(frozen=True)
+class ReservationCandidates:
+    """The queues and hosts an advance reservation may book (services/reservations.py),
+    and the complex table their levels were read with: a grant decides with that table."""
+
+    table: ComplexTable
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class ConfiguredRuleSets:
+    """The resource quota sets of config/rqs/, read against ``table``."""
+
+    table: ComplexTable
+    sets: tuple[RuleSet, ...]
+
+
+@dataclass(frozen=True)
+class QuotaState:
+    """The resource quota sets this process applies, replaced whole.
+
+    ``version`` is their stored version (0: never stored, the sets of
+    config/rqs/ apply); ``table`` and ``groups`` are what they are compiled
+    against. A newer version, a new complex table (complex_table_changed)
+    or a new configuration (a new Runtime) each make a new state, so the
+    compiled rules never need a key of their own.
+    """
+
+    version: int
+    sets: tuple[RuleSet, ...]
+    table: ComplexTable
+    groups: Groups
+
+    @functools.cached_property
+    def rules(self) -> QuotaRules | None:
+        """The enabled sets compiled for matching, at first use; None when none is enabled (the fast path).
+
+        Compiled when first asked, not when adopted: showing the sets
+        (qconf -srqs, qquota) must work even when a set no longer compiles
+        against the complex table in force."""
+        rules = QuotaRules(self.sets, self.groups, self.table)
+        return rules if rules else None
+
+
 @dataclass
 class StoredVersion:
     """The version of a stored cluster object this process uses, and when it last looked."""
@@ -233,18 +292,16 @@ class Caches:
     static_verdicts: StaticVerdicts = field(default_factory=StaticVerdicts)
     # queue name -> its global and queue levels
     levels: dict[str, tuple[LevelValues, LevelValues]] = field(default_factory=dict)
-    # the queues and hosts an advance reservation may book (services/reservations.py)
-    reservation_candidates: list[Any] | None = None
-    # the resource quota sets of config/rqs/
-    initial_rule_sets: list[Any] | None = None
+    reservation_candidates: ReservationCandidates | None = None
+    initial_rule_sets: ConfiguredRuleSets | None = None
     # ------------------------------------------------ short-lived
     waiting: Waiting = field(default_factory=lambda: Waiting(CANDIDATES_TTL))
-    reservations: Timed[tuple[Any, ...]] = field(default_factory=lambda: Timed(RESERVATIONS_TTL))
+    # the active reservations, as the Matcher sees them
+    reservations: Timed[tuple[ReservationView, ...]] = field(default_factory=lambda: Timed(RESERVATIONS_TTL))
     # ------------------------------------------------ for the process's life
     usage_rows: set[tuple[str, str]] = field(default_factory=set)
     stored: dict[str, StoredVersion] = field(default_factory=dict)
-    # the rule sets in use: {"version", "sets", "compiled_for", ...}, replaced whole
-    quota_state: dict[str, Any] | None = None
+    quota_state: QuotaState | None = None
     # authenticated tokens (its ttl set from wms.yaml token_cache_seconds by the runtime)
     verified_tokens: VerifiedTokens = field(default_factory=VerifiedTokens)
     # the key job tokens are signed with (services/job_tokens.py); None until read or made

@@ -2,7 +2,7 @@
 
 cluster.yaml's `complexes` (with the built-ins) is the table until a
 manager replaces it with `qconf -Mc`; from then on the stored table is
-the truth, for every server process. ``Runtime.complexes`` is the one
+the truth, for every server process. ``Runtime.read_stored_complexes`` is the one
 reader: it looks at the stored version at most once a second and, when it
 changed, rebuilds the table and drops the Matcher's caches that depend on
 it, so no caller has to remember to.
@@ -23,7 +23,7 @@ from wms.services.runtime import COMPLEXES_KIND as KIND, Runtime, check_complex_
 
 
 def show(runtime: Runtime) -> str:
-    return runtime.complexes.render()
+    return runtime.read_stored_complexes().render()
 
 
 def modify(runtime: Runtime, identity: Identity, text: str, now: datetime) -> list[str]:
@@ -39,7 +39,7 @@ def modify(runtime: Runtime, identity: Identity, text: str, now: datetime) -> li
         check_complex_values(runtime.config, table)
     except ConfigError as exc:
         raise InvalidInput(f"the new complex table does not fit the configuration: {exc}") from None
-    old = {cx.name: cx for cx in runtime.complexes}
+    old = {cx.name: cx for cx in runtime.read_stored_complexes()}
     new = {cx.name: cx for cx in table}
     who = f"{identity.user}@{socket.gethostname()}"
     messages = [f'{who} added "{name}" to complex entry list' for name in sorted(new.keys() - old.keys())]

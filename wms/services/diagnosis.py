@@ -8,7 +8,7 @@ from typing import Any
 
 from wms.core import holds as hold_rules
 from wms.core import pools
-from wms.core.complexes import Relop, format_value
+from wms.core.complexes import ComplexTable, Relop, format_value
 from wms.core.identity import Identity
 from wms.core.match import framework, levels
 from wms.core.scopes import GLOBAL_SCOPE, host_scope, inside_reservation, queue_scope
@@ -58,8 +58,9 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
             pool_queues = {"/".join(q) for q in pool["queues"]} if pool else set()
             pool_document = json.loads(pool["requirements"]) if pool else None
         usage = match_db.all_usage(conn)
+        table = runtime.read_stored_complexes()
         holders = {key: match_db.holders(conn, *key) for key, used in usage.items()
-                   if used > 0 and _exclusive_row(runtime, key[1])}
+                   if used > 0 and _exclusive_row(table, key[1])}
     eligible = 0
     snapshot = reservations_service.snapshot(runtime, now)
     for ref in runtime.resources_for(tq.vo).queues():
@@ -114,15 +115,15 @@ def _stale_map(runtime: Runtime) -> str:
             "submit_pool_refresh seconds, `wms admin pools refresh` at once")
 
 
-def _exclusive_row(runtime: Runtime, resource: str) -> bool:
+def _exclusive_row(table: ComplexTable, resource: str) -> bool:
     """A usage row of an EXCL complex or of its job count."""
-    cx = runtime.complexes.get(resource.removesuffix(levels.JOBS_SUFFIX))
+    cx = table.get(resource.removesuffix(levels.JOBS_SUFFIX))
     return cx is not None and cx.relop is Relop.EXCL
 
 
 def queues_overview(runtime: Runtime) -> list[dict[str, Any]]:
     """Per queue, configured host and the global level: reserved/used/total slots and every consumable (qstat -f)."""
-    table = runtime.complexes
+    table = runtime.read_stored_complexes()
     with reading(runtime.engine) as conn:
         usage = match_db.all_usage(conn)
     # A running reservation holds its slots in the usage rows and its jobs

@@ -42,7 +42,7 @@ def static_judgement(runtime: Runtime, job: Job) -> dict[str, str | None]:
     as `wms match-queues -v` gives it."""
     if job.task_queue is None:
         return {}
-    tq = levels.task_queue_view(job.task_queue, runtime.complexes)
+    tq = levels.task_queue_view(job.task_queue, runtime.read_stored_complexes())
     resources = runtime.resources_for(job.vo)
     out: dict[str, str | None] = {}
     for ref in resources.queues():
@@ -109,7 +109,7 @@ def vocabulary(runtime: Runtime, vo: str) -> Vocabulary:
     parameters = {name for _, params in resources.queue_items()
                   for name, value in params.items() if not isinstance(value, dict)}
     description = runtime.config.operations.JobDescription
-    return Vocabulary.of(parameters, description.Parameters, (cx.name for cx in runtime.complexes),
+    return Vocabulary.of(parameters, description.Parameters, (cx.name for cx in runtime.read_stored_complexes()),
                          PILOT_LOAD_VALUES, PILOT_AD_NAMES, description.PilotAttributes.get(vo, ()))
 
 

@@ -47,11 +47,6 @@ log = logging.getLogger(__name__)
 SYSTEM = "system"
 
 
-def system_hold_status(reason: str) -> str:
-    """The minor status of a job the system holds: who holds it and why."""
-    return rules.minor_status([Hold(HoldType.SYSTEM, SYSTEM, reason, datetime.min)])
-
-
 def hold_task_queue(runtime: Runtime, tq_id: int, reason: str, source: str, now: datetime) -> list[int]:
     """Hold every waiting job of task queue ``tq_id`` for the system, with
     ``reason``; the ids held now (none when another process held them first)."""

@@ -43,7 +43,7 @@ from wms.services.retry import run_in_transaction
 from wms.services import quotas as quotas_service
 from wms.services import reservations as reservations_service
 from wms.services import telemetry
-from wms.services.caches import TaskQueueList, WaitingGeneration
+from wms.services.caches import Candidates, CandidatesKey, TaskQueueList, WaitingGeneration
 from wms.services import holds as holds_service
 from wms.services import job_tokens
 from wms.services.runtime import Runtime
@@ -109,10 +109,11 @@ class _DoesNotFit(Exception):
 # ---------------------------------------------------------------- task queue views
 def task_queue_views(runtime: Runtime, conn: Connection, tq_ids: list[int]) -> dict[int, TaskQueueView]:
     """Parsed task queues by id: built once per task queue (definitions never change)."""
+    table = runtime.read_stored_complexes()     # first: adopting a newer table empties the cache
     cache = runtime.caches.task_queue_views
     missing = [i for i in tq_ids if i not in cache]
     for row in match_db.get_task_queues(conn, missing):
-        cache[row["tq_id"]] = levels.stored_task_queue_view(row, runtime.complexes)
+        cache[row["tq_id"]] = levels.stored_task_queue_view(row, table)
     return {i: cache[i] for i in tq_ids if i in cache}
 
 
@@ -158,20 +159,13 @@ def pools_for_queue(generation: WaitingGeneration, reader: LazyReader, request: 
 
 
 def candidates(runtime: Runtime, generation: WaitingGeneration, reader: LazyReader,
-               request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView]]:
+               request: PilotRequest) -> Candidates:
     """The task queues with waiting jobs (of ``generation``) the pilot's pools may serve, ready to
-    draw from, cached with ``generation``."""
-    draw, views, _ = _candidates(runtime, generation, reader, request)
-    return draw, views
-
-
-def _candidates(runtime: Runtime, generation: WaitingGeneration, reader: LazyReader,
-                request: PilotRequest) -> tuple[WeightedDraw, dict[int, TaskQueueView], tuple[str, ...]]:
-    """:func:`candidates`, and the owners or VOs whose jobs wait in the pilot's
-    pools but are not its to take (what an idle pilot is told: a token of
-    the wrong VO is the usual reason a pilot finds nothing)."""
+    draw from, cached with ``generation``; and the owners or VOs whose jobs wait in the pilot's
+    pools but are not its to take (what an idle pilot is told: a token of the wrong VO is the
+    usual reason a pilot finds nothing)."""
     cache = generation.candidates
-    key = (request.ref.name, request.pools, request.vo, request.owner)
+    key: CandidatesKey = (request.ref.name, request.pools, request.vo, request.owner)
     if key not in cache:
         # The pools layer's rule, applied to the whole list at once: the
         # candidates are cached per pools, so it is decided here only once.
@@ -186,7 +180,7 @@ def _candidates(runtime: Runtime, generation: WaitingGeneration, reader: LazyRea
                                    else f"user {view.owner}" for view in theirs}))
             chosen = [(t, p) for t, p in chosen if t in views and runs_jobs_of(request, views[t])]
             views = {t: views[t] for t, _ in chosen}
-        cache[key] = (WeightedDraw([t for t, _ in chosen], [p for _, p in chosen]), views, others)
+        cache[key] = Candidates(WeightedDraw([t for t, _ in chosen], [p for _, p in chosen]), views, others)
     return cache[key]
 
 
@@ -224,7 +218,7 @@ def static_verdicts(runtime: Runtime) -> StaticVerdicts:
 # ---------------------------------------------------------------- the request
 def match_context(runtime: Runtime, request: PilotRequest, now: datetime) -> MatchContext:
     """The pilot's levels, the quota sets and the reservations, read once for the whole request."""
-    table = runtime.complexes
+    table = runtime.read_stored_complexes()
     static = runtime.caches.levels
     key = request.ref.name
     if key not in static:
@@ -258,11 +252,11 @@ def queue_context(runtime: Runtime, ref: QueueRef, pools: tuple[str, ...] | None
     ``extra`` are the usage, quotas, reservations and holders to judge with."""
     request = PilotRequest(site=ref.site, ce=ref.ce, queue=ref.queue, host="", pilot_id="", pools=pools, slots=slots)
     params = runtime.resources_for(None).queue_parameter_map(ref)
+    table = runtime.read_stored_complexes()
     return MatchContext(
         request=request,
-        levels=levels.build_levels(runtime.complexes, runtime.config.cluster, params.get("complex_values") or {},
-                                   request),
-        usage=extra.pop("usage", {}), complexes=runtime.complexes, pilot_ad={}, resources_for=runtime.resources_for,
+        levels=levels.build_levels(table, runtime.config.cluster, params.get("complex_values") or {}, request),
+        usage=extra.pop("usage", {}), complexes=table, pilot_ad={}, resources_for=runtime.resources_for,
         **extra,
     )
 
@@ -386,7 +380,8 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
         generation = waiting(runtime, reader)
         if request.pools is None:
             request = dataclasses.replace(request, pools=pools_for_queue(generation, reader, request))
-        draw, views, others = _candidates(runtime, generation, reader, request)
+        found = candidates(runtime, generation, reader, request)
+        draw, views, others = found.draw, found.views, found.others
     if not views:
         return MatchResult(None, nothing_waiting(request, others), telemetry.NO_CANDIDATE)
     # After the reader is given back: the quota sets and reservations read

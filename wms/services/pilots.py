@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 from sqlalchemy.engine import Connection
 
 from wms.core import pilot_backoff
-from wms.core.errors import InvalidInput, NotFound
+from wms.core.errors import InvalidInput
 from wms.core.pilot_backoff import PilotOutcome
 from wms.core.pilot_backends import NO_ISOLATION, PILOT_OPTIONS
 from wms.core.identity import Identity
@@ -71,8 +71,6 @@ DEFAULT_MAX_WAITING_PILOTS = 10
 DEFAULT_MAX_TOTAL_PILOTS = 100
 # Seconds added to an emulated queue's CPUTime in the pilot's --cpu-time-left.
 CPU_TIME_MARGIN = 600
-# Bytes of a pilot's log `wms pilots --output` shows (the tail).
-PILOT_OUTPUT_LIMIT = 1 << 20
 PILOT_USER = "site-director"
 
 log = logging.getLogger(__name__)
@@ -202,25 +200,6 @@ def _views(conn: Connection, rows: list[dict[str, Any]], hand: list[dict[str, An
         views.append(pilot_view(row))
     views.extend(hand_pilot_view(row, live.get(row["pilot_id"], 0)) for row in hand)
     return views
-
-
-def pilot_output(runtime: Runtime, pilot_id: str) -> str:
-    """What the pilot printed (stdout and stderr), from its log in
-    ``pilot_log_dir``: its last PILOT_OUTPUT_LIMIT bytes (a pilot living
-    for days may write a lot; the end says how it ended)."""
-    with reading(runtime.engine) as conn:
-        pilot = pilots_db.get_pilot(conn, pilot_id)
-    if pilot is None:
-        raise NotFound(f"no such pilot: {pilot_id}")
-    log = Path(runtime.config.settings.pilot_log_dir) / f"{pilot_id}.log"
-    try:
-        with open(log, "rb") as file:
-            size = file.seek(0, os.SEEK_END)
-            file.seek(max(0, size - PILOT_OUTPUT_LIMIT))
-            text = file.read().decode(errors="replace")
-    except FileNotFoundError:
-        raise NotFound(f"pilot {pilot_id} has no log in {log.parent} (yet)") from None
-    return text if size <= PILOT_OUTPUT_LIMIT else f"(the last {PILOT_OUTPUT_LIMIT} bytes of {size})\n{text}"
 
 
 # The Backend of a pilot started by hand (`wms-pilot` with a token of `wms admin token create`).

@@ -33,12 +33,13 @@ def recount(runtime: Runtime, conn: Connection, sets: list[RuleSet], groups: Gro
     The caller holds the usage guard for recounting (``lock_usage_for_recount``)
     in ``conn``'s transaction. Returns how many jobs hold something now.
     """
-    rules = QuotaRules(sets, groups, runtime.complexes)
+    table = runtime.read_stored_complexes()
+    rules = QuotaRules(sets, groups, table)
     held: list[tuple[int, str, str, float]] = []
     if rules:
         jobs = quotas_db.holding_jobs(conn)
         tq_ids = sorted({job["task_queue_id"] for job in jobs if job["task_queue_id"] is not None})
-        views = {row["tq_id"]: stored_task_queue_view(row, runtime.complexes)
+        views = {row["tq_id"]: stored_task_queue_view(row, table)
                  for row in match_db.get_task_queues(conn, tq_ids)}
         for job in jobs:
             view = views.get(job["task_queue_id"])

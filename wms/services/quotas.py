@@ -32,7 +32,7 @@ from wms.core.errors import ConfigError, Conflict, Forbidden, InvalidInput, NotF
 from wms.core.limits import decode_utf8
 from wms.core.identity import Identity
 from wms.core.match.quotas import QuotaRequest
-from wms.core.quotas.evaluate import QuotaRules, limit_value, parse_scope
+from wms.core.quotas.evaluate import limit_value, parse_scope
 from wms.core.quotas.filters import CompiledFilter, Groups
 from wms.core.quotas.model import FILTER_KINDS, Filter, Rule, RuleSet
 from wms.core.quotas.parser import QuotaSyntaxError, parse_rule_sets
@@ -46,6 +46,7 @@ from wms.services import stored_objects
 from wms.services import access
 from wms.services.access import ADMINS
 from wms.services.retry import run_in_transaction
+from wms.services.caches import ConfiguredRuleSets, QuotaState
 from wms.services.runtime import Runtime
 
 KIND = "rqs"
@@ -83,22 +84,25 @@ def read_rule_set_files(runtime: Runtime, table: ComplexTable) -> list[RuleSet]:
 
 def initial_rule_sets(runtime: Runtime) -> list[RuleSet]:
     """The configuration's sets, read against the complex table in force, until a manager stores others."""
+    table = runtime.read_stored_complexes()     # first: adopting a newer table drops the sets read with the old
     cached = runtime.caches.initial_rule_sets
     if cached is None:
-        cached = runtime.caches.initial_rule_sets = read_rule_set_files(runtime, runtime.complexes)
-    return cached
+        cached = runtime.caches.initial_rule_sets = ConfiguredRuleSets(
+            table, tuple(read_rule_set_files(runtime, table)))
+    return list(cached.sets)
 
 
 def _parse_stored(runtime: Runtime, text: str) -> list[RuleSet]:
     return parse_rule_sets(text, None, source="stored resource quota sets")
 
 
-def sync(runtime: Runtime) -> dict[str, Any]:
+def sync(runtime: Runtime) -> QuotaState:
     """The current rule sets of this process, re-read at most once per SYNC_INTERVAL.
 
     The state is replaced whole (never filled in place), so concurrent
     requests of one process see either the old or the new rule sets.
     """
+    runtime.read_stored_complexes()     # first: adopting a newer table drops the state compiled with the old
     row = stored_objects.changed(runtime, KIND, SYNC_INTERVAL)
     if row is not None:
         return _adopt(runtime, row["version"], _parse_stored(runtime, row["text"]))
@@ -108,15 +112,15 @@ def sync(runtime: Runtime) -> dict[str, Any]:
     return state
 
 
-def _adopt(runtime: Runtime, version: int, sets: list[RuleSet]) -> dict[str, Any]:
-    state = {"version": version, "sets": sets, "compiled_for": None}
+def _adopt(runtime: Runtime, version: int, sets: list[RuleSet]) -> QuotaState:
+    state = QuotaState(version, tuple(sets), runtime.read_stored_complexes(), groups(runtime))
     runtime.caches.quota_state = state
     stored_objects.adopted(runtime, KIND, version)
     return state
 
 
 def rule_sets(runtime: Runtime) -> list[RuleSet]:
-    return list(sync(runtime)["sets"])
+    return list(sync(runtime).sets)
 
 
 def groups(runtime: Runtime) -> Groups:
@@ -124,20 +128,8 @@ def groups(runtime: Runtime) -> Groups:
     return Groups(usersets=cluster.usersets, hostgroups=cluster.hostgroups)
 
 
-def compiled(runtime: Runtime, state: dict[str, Any] | None = None) -> QuotaRules | None:
-    """The enabled rule sets compiled for matching; None when none is enabled (the fast path)."""
-    state = state or sync(runtime)
-    cluster = runtime.config.cluster
-    key = (state["version"], id(runtime.complexes), id(cluster.usersets), id(cluster.hostgroups))
-    compiled_now = state.get("compiled_for")
-    if compiled_now is None or compiled_now[0] != key:
-        rules = QuotaRules(state["sets"], groups(runtime), runtime.complexes)
-        compiled_now = state["compiled_for"] = (key, rules if rules else None)
-    return compiled_now[1]
-
-
 def for_request(runtime: Runtime, usage: dict[tuple[str, str], float] | None = None) -> QuotaRequest | None:
-    rules = compiled(runtime)
+    rules = sync(runtime).rules
     return QuotaRequest(rules, usage) if rules is not None else None
 
 
@@ -147,8 +139,7 @@ def for_claim(runtime: Runtime) -> tuple[int, QuotaRequest | None]:
     The claim names the version: it is refused if the stored sets are newer.
     """
     state = sync(runtime)
-    rules = compiled(runtime, state)
-    return state["version"], QuotaRequest(rules) if rules is not None else None
+    return state.version, QuotaRequest(state.rules) if state.rules is not None else None
 
 
 def adopt_now(runtime: Runtime) -> None:
@@ -200,7 +191,7 @@ def _store(runtime: Runtime, conn: Connection, sets: list[RuleSet], text: str, v
 
 
 def _validated(runtime: Runtime, text: str, source: str) -> list[RuleSet]:
-    return parse_rule_sets(text, runtime.complexes, source=source)
+    return parse_rule_sets(text, runtime.read_stored_complexes(), source=source)
 
 
 def _names(sets: Sequence[RuleSet]) -> list[str]:
@@ -371,7 +362,7 @@ def _rule_attribute(runtime: Runtime, rule: Rule, operation: str, attribute: str
 def _parse_rule(runtime: Runtime, line: str, label: str) -> Rule:
     text = "{\n name x\n " + line + "\n}\n"
     try:
-        return parse_rule_sets(text, runtime.complexes, source=label)[0].rules[0]
+        return parse_rule_sets(text, runtime.read_stored_complexes(), source=label)[0].rules[0]
     except QuotaSyntaxError as exc:
         raise InvalidInput(exc.message, where=label) from None
 
@@ -416,13 +407,13 @@ def usage_report(runtime: Runtime, identity: Identity, selections: dict[str, lis
     ``selections`` maps users/projects/pes/queues/hosts to the names asked
     for (wildcards allowed); users defaults to the caller.
     """
-    table = runtime.complexes
+    table = runtime.read_stored_complexes()
     sets = [s for s in rule_sets(runtime) if s.enabled]
     wanted_resources = set()
     for name in resources:
         cx = table.get(name)
         if cx is None:
-            raise InvalidInput(cx_rules.msg_unknown_resource(name))
+            raise InvalidInput(cx_rules.REASON_UNKNOWN_RESOURCE.format(name=name))
         wanted_resources.add(cx.name)
     selections = {k: v for k, v in selections.items() if v}
     selections.setdefault("users", [identity.user])
@@ -455,7 +446,7 @@ def usage_report(runtime: Runtime, identity: Identity, selections: dict[str, lis
                 members = dict(part.split("=", 1) for part in instance.split(",") if "=" in part)
                 if not _selected(selections, compiled_filters, members):
                     continue
-                rows.append(_row(runtime, label, rule, limit, members, used))
+                rows.append(_row(runtime, table, label, rule, limit, members, used))
     return rows
 
 
@@ -472,9 +463,8 @@ def _selected(selections: dict[str, list[str]], filters: dict[str, CompiledFilte
     return True
 
 
-def _row(runtime: Runtime, label: str, rule: Rule, limit: Any, members: dict[str, str],
+def _row(runtime: Runtime, table: ComplexTable, label: str, rule: Rule, limit: Any, members: dict[str, str],
          used: float | None) -> dict[str, Any]:
-    table = runtime.complexes
     cx = table.resolve(limit.resource)
     host = members.get("hosts")
 

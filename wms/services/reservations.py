@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from sqlalchemy.engine import Connection
 
 from wms.core import complexes as cx_rules
+from wms.core.complexes import ComplexTable
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound, WmsError
 from wms.core.task_queues import TaskQueueDefinition
 from wms.core.identity import Identity
@@ -54,6 +55,7 @@ from wms.db import reservations as ar_db
 from wms.db.engine import reading
 from wms.services import access as services_access
 from wms.services import mail
+from wms.services.caches import ReservationCandidates
 from wms.services.retry import run_in_transaction
 from wms.services.runtime import Runtime
 
@@ -84,11 +86,12 @@ def configured_hosts(runtime: Runtime) -> list[str]:
     return sorted(names)
 
 
-def candidates(runtime: Runtime) -> list[Candidate]:
-    """Every queue, alone and bound to each configured host (cached per configuration)."""
+def candidates(runtime: Runtime) -> ReservationCandidates:
+    """Every queue, alone and bound to each configured host, with the complex
+    table their levels were read with (cached per configuration and table)."""
+    table = runtime.read_stored_complexes()     # first: adopting a newer table drops the candidates read with the old
     if runtime.caches.reservation_candidates is not None:
         return runtime.caches.reservation_candidates
-    table = runtime.complexes
     cluster = runtime.config.cluster
     global_values = levels.global_level(table, cluster)
     host_levels = {}
@@ -103,8 +106,8 @@ def candidates(runtime: Runtime) -> list[Candidate]:
         out.append(Candidate(ref.name, None, params, (global_values, queue_values)))
         for host, host_values in host_levels.items():
             out.append(Candidate(ref.name, host, params, (global_values, host_values, queue_values)))
-    runtime.caches.reservation_candidates = out
-    return out
+    found = runtime.caches.reservation_candidates = ReservationCandidates(table, tuple(out))
+    return found
 
 
 def _h_rt(stored: str) -> float | None:
@@ -174,14 +177,15 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
     if not may_submit(runtime, identity):
         raise Forbidden(f"denied: {identity.user} is neither manager nor operator nor member of the "
                         f"{access.ARUSERS} user set: may not submit advance reservations")
-    request, stored = build_request(runtime.complexes, runtime.config.cluster, identity.user, spec, now)
+    found = candidates(runtime)
+    table, cands = found.table, found.candidates
+    request, stored = build_request(table, runtime.config.cluster, identity.user, spec, now)
     mail_options = parse_mail_options(spec.mail_options)
     mail_list = parse_mail_list(spec.mail_list)
-    cands = candidates(runtime)
     limit = runtime.config.settings.max_advance_reservations
 
     def grant(conn: Connection) -> tuple[Decision, int | None]:
-        scopes = booked_scopes(runtime.complexes, request, cands, usersets)
+        scopes = booked_scopes(table, request, cands, usersets)
         if limit and not spec.verify:
             scopes.add(MAX_LOCK)
         ar_db.lock_scopes(conn, scopes)
@@ -189,7 +193,7 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
             raise TooManyReservations(f"denied: the maximum number of advance reservations ({limit}) "
                                       "is reached (max_advance_reservations)")
         calendar, unlimited_queues, unlimited_hosts = read_calendar(runtime, conn, now)
-        decision = decide(runtime.complexes, request, cands, calendar, usersets, unlimited_queues, unlimited_hosts)
+        decision = decide(table, request, cands, calendar, usersets, unlimited_queues, unlimited_hosts)
         if not decision.granted or spec.verify:
             return decision, None
         # The id: taken last, after every scope lock, so grants never deadlock on it.
@@ -217,7 +221,7 @@ def submit(runtime: Runtime, identity: Identity, spec: ReservationSpec, now: dat
     if not decision.granted:
         raise ReservationDenied(_denial(decision))
     forget(runtime)
-    decision = confirm(runtime, request, cands, ar_id, decision, now)
+    decision = confirm(runtime, request, found, ar_id, decision, now)
     if not decision.granted:
         raise ReservationDenied(_denial(decision))
     if request.window.start <= now:
@@ -240,7 +244,7 @@ def _booked(decision: Decision) -> list[tuple]:
     return sorted((b.scope, b.resource, b.amount, b.queue, b.host or "") for b in decision.bookings)
 
 
-def confirm(runtime: Runtime, request: Any, cands: list[Candidate], ar_id: int, decision: Decision,
+def confirm(runtime: Runtime, request: Any, found: ReservationCandidates, ar_id: int, decision: Decision,
             now: datetime) -> Decision:
     """The second phase of a grant: wait until every Matcher sees the new
     reservation, then check it again against what was matched meanwhile.
@@ -256,16 +260,17 @@ def confirm(runtime: Runtime, request: Any, cands: list[Candidate], ar_id: int, 
     the reservation is withdrawn (state d) and the request denied.
     """
     usersets = runtime.config.cluster.usersets
+    table, cands = found.table, found.candidates
     for round_ in range(1, CONFIRM_ROUNDS + 1):
         time.sleep(runtime.config.settings.reservation_settle)
 
         def check(conn: Connection) -> tuple[Decision, bool]:
-            ar_db.lock_scopes(conn, booked_scopes(runtime.complexes, request, cands, usersets))
+            ar_db.lock_scopes(conn, booked_scopes(table, request, cands, usersets))
             row = ar_db.get(conn, ar_id, lock=True)
             if row is None or row["state"] != ARState.WAITING.value:
                 return decision, True      # started, deleted or altered meanwhile: no longer a new grant
             calendar, unlimited_queues, unlimited_hosts = read_calendar(runtime, conn, now, exclude=ar_id)
-            again = decide(runtime.complexes, request, cands, calendar, usersets, unlimited_queues, unlimited_hosts)
+            again = decide(table, request, cands, calendar, usersets, unlimited_queues, unlimited_hosts)
             if again.granted and _booked(again) == _booked(decision):
                 return again, True
             if not again.granted or round_ == CONFIRM_ROUNDS:
@@ -286,7 +291,7 @@ def confirm(runtime: Runtime, request: Any, cands: list[Candidate], ar_id: int, 
 
 
 # ---------------------------------------------------------------- qrstat
-def _view(row: dict[str, Any], bookings: list[dict[str, Any]], runtime: Runtime) -> dict[str, Any]:
+def _view(row: dict[str, Any], bookings: list[dict[str, Any]], table: ComplexTable) -> dict[str, Any]:
     granted = json.loads(row["granted"])
     request = json.loads(row["request"])
     duration = (row["end_time"] - row["start_time"]).total_seconds()
@@ -296,7 +301,7 @@ def _view(row: dict[str, Any], bookings: list[dict[str, Any]], runtime: Runtime)
         if b["resource"] == "slots":
             continue
         where = b["host"] or b["queue"]
-        cx = runtime.complexes.get(b["resource"])
+        cx = table.get(b["resource"])
         amount = cx_rules.format_value(cx, b["amount"]) if cx is not None else str(b["amount"])
         values.append(f"{where}={b['resource']}={amount}")
     return {
@@ -355,7 +360,8 @@ def _views(conn: Connection, runtime: Runtime, identity: Identity, rows: list[di
         wanted = [identity.user if u == "$user" else u for u in users]
         rows = [r for r in rows if any(match_pattern(u, r["owner"]) for u in wanted)]
     bookings = ar_db.bookings_of(conn, [r["ar_id"] for r in rows])
-    return [{**_view(r, bookings[r["ar_id"]], runtime),
+    table = runtime.read_stored_complexes()
+    return [{**_view(r, bookings[r["ar_id"]], table),
              "may_change": access.may_administer(identity.role, identity.user, r["owner"])} for r in rows]
 
 
@@ -563,7 +569,7 @@ def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Reservation
     if acl is not None:
         values["acl"] = json.dumps(list(acl))
     duration = parse_time_span(changes.duration) if changes.duration else None
-    cands = {(c.queue, c.host): c for c in candidates(runtime)}
+    cands = {(c.queue, c.host): c for c in candidates(runtime).candidates}
     policy = services_access.policy(runtime)
 
     def work(conn: Connection) -> dict[str, Any]:
@@ -607,7 +613,7 @@ def alter(runtime: Runtime, identity: Identity, ar_id: int, changes: Reservation
     return result
 
 
-def _capacity(cands: dict, booking: dict[str, Any]) -> float | None:
+def _capacity(cands: dict[tuple[str, str | None], Candidate], booking: dict[str, Any]) -> float | None:
     cand = cands.get((booking["queue"], booking["host"] or None))
     if cand is None:
         return None
@@ -743,7 +749,7 @@ def check_job(runtime: Runtime, identity: Identity, ar_id: int, hard: dict[str, 
         raise Forbidden(f"-ar: {identity.user} has no access to advance reservation {ar_id}")
     held = [(b["resource"], float(b["amount"])) for b in bookings]
     return admission.runtime_limit(ar_id, row["start_time"], row["end_time"], hard, slots, held, now,
-                                   runtime.config.settings.duration_offset, runtime.complexes)
+                                   runtime.config.settings.duration_offset, runtime.read_stored_complexes())
 
 
 def reserved_slots(runtime: Runtime) -> dict[str, float]:

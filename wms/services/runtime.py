@@ -64,15 +64,16 @@ class Runtime:
             view = self._resources[vo] = self.config.make_resources(vo)
         return view
 
-    @property
-    def complexes(self) -> ComplexTable:
+    def read_stored_complexes(self) -> ComplexTable:
         """The complex table in force, for every reader in one place.
 
         cluster.yaml's (with the built-ins) until a manager stores one with
         ``qconf -Mc``; from then on the stored table, which this process
         looks for at most once per COMPLEXES_SYNC_INTERVAL with one small
         read (WAL readers on SQLite never block, so a caller inside a
-        transaction may read it too).
+        transaction may read it too). A method, not an attribute: it may
+        read the database and adopt a new table, so a caller reads it once
+        and passes the table on rather than asking in a loop.
         """
         if self.engine is not None:
             row = stored_objects.changed(self, COMPLEXES_KIND, COMPLEXES_SYNC_INTERVAL)
@@ -104,7 +105,7 @@ class Runtime:
             cluster=self.config.cluster,
             resources_for=self.resources_for,
             parameter_types=self.config.parameter_types,
-            complexes=self.complexes,
+            complexes=self.read_stored_complexes(),
             now=now,
         )
 

@@ -233,11 +233,6 @@ def _description(runtime: Runtime, job_id: int) -> jdl.JobDescription:
     return description
 
 
-def output_patterns(runtime: Runtime, job_id: int) -> list[str]:
-    """The ``OutputSandbox`` entries of the job's JDL."""
-    return list(_description(runtime, job_id).output_sandbox)
-
-
 def manifest(runtime: Runtime, identity: Identity, job_id: int, pilot_id: str | None = None,
              attempt: int | None = None) -> dict[str, Any]:
     """The job's input files, its OutputSandbox entries, and the output files stored so far."""

@@ -23,6 +23,7 @@ from wms.core.classad import render_record
 from wms.core.errors import InvalidInput, TooLarge, WmsError
 from wms.core.limits import DEFAULT as DEFAULT_LIMITS, Limits
 from wms.core.optimizers import ChainEnv, Job
+from wms.core.requirements import eligible_sites
 from wms.core.identity import Identity
 from wms.core.states import HoldType, JobStatus
 from wms.core.task_queues import TaskQueueDefinition
@@ -138,7 +139,7 @@ def final_jdl(job: Job) -> str:
 
 def site_summary(job: Job) -> str:
     """The jobs table's Site before matching: one site, "Multiple" or "ANY"."""
-    sites = sorted({ref.site for ref in job.queues or []}) or job.sites
+    sites = eligible_sites(job.queues or []) or job.sites
     if len(sites) == 1:
         return sites[0]
     return "Multiple" if sites else "ANY"

@@ -19,7 +19,7 @@ may lower them, never raise them.
 
 Revocation (docs/security.md, "Tokens end"): each server process keeps
 the tokens it verified (VerifiedTokens), so that a request needs no
-database read to authenticate. A token ended early (revoked, deleted) is
+database read to authenticate. A token ended early (revoked) is
 noted in one shared row in the same transaction (db/tokens.py); a
 process trusts what it keeps only while its last look at that row began
 less than REVOCATION_WINDOW ago, and each look forgets exactly the tokens

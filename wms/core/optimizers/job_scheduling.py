@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from wms.core import scheduling
+from wms.core.requirements import eligible_sites
 from wms.core.optimizers.base import ChainEnv, Job, register
 
 
@@ -47,6 +48,6 @@ class JobScheduling:
             job.drop(reason, count)
         job.queues = list(kept)
         if kept:
-            job.updates["Site"] = sorted({ref.site for ref in kept})
+            job.updates["Site"] = eligible_sites(kept)
         else:
             job.minor_status = scheduling.no_queue_message(job.rejections)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 FILTER_KINDS = ("users", "projects", "pes", "queues", "hosts")
 ALL = "*"
@@ -85,14 +85,3 @@ class RuleSet:
         rules = list(self.rules)
         rules[index] = rule
         return replace(self, rules=tuple(rules))
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What qquota shows for one rule instance and resource."""
-
-    label: str
-    resource: str
-    used: float
-    limit: str
-    filters: dict[str, str] = field(default_factory=dict)

@@ -50,11 +50,6 @@ def parse_date_time(text: str, now: datetime, tz: tzinfo | None = None) -> datet
         raise InvalidInput(f"{text!r} is not a date_time: {exc}") from None
 
 
-def format_date_time(moment: datetime) -> str:
-    """``CCYYMMDDhhmm.SS`` (reads back with :func:`parse_date_time`)."""
-    return moment.strftime("%Y%m%d%H%M.%S")
-
-
 def parse_time_span(text: str | int | float) -> float:
     """A duration in sge_types(1) TIME format (``1:0:0``, ``3600``); positive and finite."""
     try:
@@ -74,9 +69,6 @@ class Window:
     @property
     def duration(self) -> float:
         return (self.end - self.start).total_seconds()
-
-    def overlaps(self, start: datetime, end: datetime) -> bool:
-        return start < self.end and self.start < end
 
 
 REASON_NO_END = "give the end (-e) or the duration (-d) of the reservation"
