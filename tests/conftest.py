@@ -31,6 +31,7 @@ from sqlalchemy import Engine, delete, text
 from sqlalchemy.engine import make_url
 
 from tests.helpers import tail
+from tests.oidc import provider  # noqa: F401 - the identity provider's fixture, for every module that asks
 from wms.db import migrate, schema, scratch
 from wms.db.engine import make_engine
 

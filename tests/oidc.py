@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -231,3 +232,10 @@ def config_with_oidc(dest: Path, provider: OpenIDProvider, source: Path | None =
     wms_yaml = dest / "wms.yaml"
     wms_yaml.write_text(wms_yaml.read_text() + oidc_section(provider, **settings))
     return dest
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory) -> Iterator[OpenIDProvider]:
+    """The tests' identity provider, with PEOPLE, for one module."""
+    with running_provider(tmp_path_factory.mktemp("op") / "state", AUDIENCE, PEOPLE) as op:
+        yield op

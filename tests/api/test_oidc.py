@@ -16,15 +16,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.helpers import patience, wait_until
-from tests.oidc import (AUDIENCE, OTHER_CLIENT, PEOPLE, SHORT_CLIENT, OpenIDProvider, config_with_oidc,
+from tests.oidc import (AUDIENCE, OTHER_CLIENT, PEOPLE, SHORT_CLIENT, config_with_oidc,
                         running_provider)
 from tests.servers import ServerHandle, running_server
-
-
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory) -> Iterator[OpenIDProvider]:
-    with running_provider(tmp_path_factory.mktemp("op") / "state", AUDIENCE, PEOPLE) as op:
-        yield op
 
 
 @pytest.fixture(scope="module")

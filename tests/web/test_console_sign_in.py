@@ -8,15 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.oidc import AUDIENCE, PASSWORD, PEOPLE, OpenIDProvider, config_with_oidc, running_provider
+from tests.oidc import PASSWORD, OpenIDProvider, config_with_oidc
 from tests.servers import ServerHandle, running_server
 from tests.web.conftest import DESKTOP, WAIT_MS, Console, artefacts
-
-
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory) -> Iterator[OpenIDProvider]:
-    with running_provider(tmp_path_factory.mktemp("op") / "state", AUDIENCE, PEOPLE) as op:
-        yield op
 
 
 @pytest.fixture(scope="module")
