@@ -35,7 +35,7 @@ from wms.token_file import token_file, write_token_file
 from wms.config import config_dir_from_env, load_config
 from wms.config.loader import ENV_CONFIG
 from wms.config.models import parse_bind as parse_host_port
-from wms.core.errors import ConfigError, Unauthorized, WmsError
+from wms.core.errors import ConfigError, InvalidInput, Unauthorized, WmsError
 from wms.core.identity import Identity
 from wms import logs
 from wms.db.engine import database_problem, describe_database_error, safe_url
@@ -252,8 +252,32 @@ def check_database(runtime: Runtime, *, migrate: bool = False) -> None:
         raise StartupError(f"database {safe_url(runtime.config.settings.database_url)}: {problem}")
 
 
+def tls_files(certificate: str | None, key: str | None) -> dict[str, str]:
+    """uvicorn's options for `wms server --tls-cert --tls-key`: both or neither,
+    each a file this process can read, the pair one that loads; WmsError saying
+    which and why."""
+    import ssl
+
+    if certificate is None and key is None:
+        return {}
+    if certificate is None or key is None:
+        raise InvalidInput("--tls-cert and --tls-key go together: give the certificate (chain) and its key")
+    for option, path in (("--tls-cert", certificate), ("--tls-key", key)):
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise InvalidInput(f"{option} {path}: cannot read it: {exc.strerror}") from None
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certificate, key)
+    except (ssl.SSLError, ValueError) as exc:
+        raise InvalidInput(f"--tls-cert {certificate} with --tls-key {key}: not a certificate and its key "
+                           f"({exc})") from None
+    return {"ssl_certfile": certificate, "ssl_keyfile": key}
+
+
 def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: int = 1,
-          log_level: str | None = None) -> int:
+          log_level: str | None = None, tls_cert: str | None = None, tls_key: str | None = None) -> int:
     """`wms server` / `wms up`: check everything, bind, announce, start the
     agents (`wms up`), then serve. Any failure before serving is one line
     on stderr and exit 1, with nothing left running."""
@@ -282,6 +306,7 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
         quotas_service.read_rule_set_files(runtime, runtime.configured_complexes)
         sock = WorkerSockets(host, port) if workers > 1 and not embedded else listening_socket(host, port)
         HeaderDeadline.configure(config.settings.backpressure)
+        tls = tls_files(tls_cert, tls_key)
         raise_open_file_limit()
     except WmsError as exc:
         print(f"wms: {exc}", file=sys.stderr)
@@ -304,7 +329,8 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
             http=HeaderDeadline,
             # Behind a TLS reverse proxy, X-Forwarded-For/-Proto are believed
             # from forwarded_allow_ips only (docs/deployment.md, "Behind TLS").
-            forwarded_allow_ips=config.settings.forwarded_allow_ips)
+            forwarded_allow_ips=config.settings.forwarded_allow_ips, **tls)
+        scheme = "https" if tls else "http"
         if workers > 1 and not embedded:
             # uvicorn's supervisor starts the workers (spawned: they build
             # their runtimes afresh) and restarts one that dies.
@@ -312,7 +338,7 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
             runtime.engine.dispose()
             supervisor = Multiprocess(uvicorn.Config("wms.server:worker_app", factory=True, workers=workers,
                                                      **options), sockets=[sock])
-            print(f"wms: serving http://{url_host(host)}:{port}/api/v1 with {workers} worker processes "
+            print(f"wms: serving {scheme}://{url_host(host)}:{port}/api/v1 with {workers} worker processes "
                   "(OpenAPI at /docs)", file=sys.stderr)
             # the workers' counts, summed when scraped; their connections, shared out
             with contextlib.suppress(KeyboardInterrupt), shared_metrics_directory(), \
@@ -321,7 +347,7 @@ def serve(config_dir: str | None, bind: str | None, *, embedded: bool, workers: 
             return 0
         server = uvicorn.Server(uvicorn.Config(create_app(runtime), **options))
         freeze_start_up_heap()
-        print(f"wms: serving http://{url_host(host)}:{port}/api/v1 (OpenAPI at /docs)", file=sys.stderr)
+        print(f"wms: serving {scheme}://{url_host(host)}:{port}/api/v1 (OpenAPI at /docs)", file=sys.stderr)
         scheduler = None
         if embedded:
             # The embedded default's local computing element: the SiteDirector

@@ -3,16 +3,19 @@ against a real ``wms server`` behind a forwarder that counts the connections mad
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 import pilot.connections
-from pilot.client import Client
+from pilot.client import Client, NetworkError
 from tests.faults.netcuts import Forwarder
-from tests.helpers import patience
+from tests.helpers import patience, wait_until
 from tests.pilot.conftest import LOCAL
+from tests.servers import WMS, ServerHandle, free_port
 
 
 @pytest.fixture
@@ -74,3 +77,91 @@ def test_an_answer_not_read_to_its_end_gives_its_connection_up(counted, tokens):
     assert first == b"["
     assert c.submit_pools(*LOCAL) is not None
     assert (counted.accepted, c.connections.opened) == (2, 2)
+
+
+# ---------------------------------------------------------------- over HTTPS, the server's own TLS
+def certificate_for_loopback(into: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "wms test server")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = into / "server.pem", into / "server.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+@pytest.fixture(scope="module")
+def https_server(wms_server, tmp_path_factory):
+    """A second `wms server --tls-cert --tls-key` on the package server's database."""
+    tmp = tmp_path_factory.mktemp("https")
+    cert, key = certificate_for_loopback(tmp)
+    url = f"https://127.0.0.1:{free_port()}"
+    handle = ServerHandle(tmp, wms_server.config, url, {**wms_server.env, "WMS_URL": url},
+                          ("--tls-cert", str(cert), "--tls-key", str(key)))
+    handle.start(wait=False)
+    try:
+        wait_until(lambda: _answers(url, cert), patience(90), "the HTTPS server to answer",
+                   details=lambda: handle.log.read_text()[-2000:])
+        assert f"wms: serving {url}/api/v1" in handle.log.read_text()
+        yield handle, cert
+    finally:
+        handle.stop()
+
+
+def _answers(url: str, cert: Path) -> bool:
+    import ssl
+
+    import httpx
+
+    try:
+        return httpx.get(url + "/api/v1/health", verify=ssl.create_default_context(cafile=str(cert)),
+                         timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def test_a_pilot_talks_https_on_one_connection_trusting_the_ca_it_is_given(https_server, tokens, monkeypatch):
+    handle, cert = https_server
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))     # how a pilot is told the CA of its server
+    c = Client(handle.url, tokens["pilot"], timeout=patience(30), sleep=lambda s: None)
+    for _ in range(10):
+        assert c.submit_pools(*LOCAL) is not None
+    assert c.connections.opened == 1
+    monkeypatch.delenv("SSL_CERT_FILE")
+    monkeypatch.setenv("SSL_CERT_DIR", "/nonexistent")
+    stranger = Client(handle.url, tokens["pilot"], timeout=patience(30), retries=0, sleep=lambda s: None)
+    with pytest.raises(NetworkError, match="CERTIFICATE_VERIFY_FAILED"):
+        stranger.submit_pools(*LOCAL)
+
+
+def test_a_server_refuses_half_a_tls_pair_or_files_it_cannot_use(tmp_path, wms_server):
+    cert, key = certificate_for_loopback(tmp_path)
+    cases = [
+        (("--tls-cert", str(cert)), "wms: --tls-cert and --tls-key go together"),
+        (("--tls-cert", str(tmp_path / "none.pem"), "--tls-key", str(key)),
+         f"wms: --tls-cert {tmp_path / 'none.pem'}: cannot read it: No such file or directory"),
+        (("--tls-cert", str(key), "--tls-key", str(key)), f"wms: --tls-cert {key} with --tls-key {key}: not a "
+                                                          "certificate and its key"),
+    ]
+    for options, says in cases:
+        done = subprocess.run([*WMS, "server", "--bind", f"127.0.0.1:{free_port()}", *options],
+                              env=wms_server.env, capture_output=True, text=True, timeout=patience(60))
+        assert done.returncode == 1 and done.stderr.startswith(says), done.stderr
+        assert len(done.stderr.splitlines()) == 1, done.stderr

@@ -536,7 +536,8 @@ def cmd_pools_refresh(args: argparse.Namespace) -> int:
 def cmd_server(args: argparse.Namespace) -> int:
     from wms.server import serve
 
-    return serve(args.config_dir, args.bind, embedded=False, workers=args.workers, log_level=args.log_level)
+    return serve(args.config_dir, args.bind, embedded=False, workers=args.workers, log_level=args.log_level,
+                 tls_cert=args.tls_cert, tls_key=args.tls_key)
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
@@ -634,6 +635,10 @@ def build_parser() -> argparse.ArgumentParser:
     server_options(p)
     p.add_argument("--workers", type=_positive, default=1,
                    help="worker processes sharing the port (default 1; about one per core: docs/deployment.md)")
+    p.add_argument("--tls-cert", dest="tls_cert", default=None, metavar="FILE",
+                   help="serve HTTPS with this certificate (PEM, its chain after it), with --tls-key; "
+                        "or put a TLS terminator in front (docs/deployment.md)")
+    p.add_argument("--tls-key", dest="tls_key", default=None, metavar="FILE", help="the certificate's private key (PEM)")
     p = command("agents", cmd_agents, "run the periodic agents in this process (pool refresh and clean-up, leases)",
                 json=False)
     server_options(p)
