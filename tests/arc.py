@@ -44,7 +44,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.helpers import patience
+from tests.helpers import ENDS_WITH_TEST, patience
 from tests.servers import free_port
 from tests.token_issuer import TokenIssuer
 
@@ -261,7 +261,7 @@ class ArcCE:
             with open(self.dir / "log" / f"{name}.out", "wb") as out:
                 # A session each: stop() signals the groups, fork-LRMS payloads included.
                 self.processes.append(subprocess.Popen(
-                    [ARCHED, "-f", "-c", str(self.dir / f"{name}.xml")], stdout=out, stderr=subprocess.STDOUT,
+                    [*ENDS_WITH_TEST, ARCHED, "-f", "-c", str(self.dir / f"{name}.xml")], stdout=out, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL, env=env, start_new_session=True))
         deadline = time.monotonic() + patience(timeout)
         info = self.dir / "control" / "info.xml"

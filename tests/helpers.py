@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -31,6 +32,11 @@ CONFIG_DIR = REPO / "config"
 EXAMPLES = REPO / "examples"
 # A wildcard pattern that a backtracking matcher takes minutes over against a
 # queue name (it once held the server 75 s through `wms submit -q`).
+# Put before the command of a service a test starts: the service gets SIGTERM
+# when the test process dies (a worker ended by a timeout or a kill), so no
+# A-REX, sshd or identity provider outlives the run that started it.
+ENDS_WITH_TEST = ["setpriv", "--pdeathsig", "TERM"] if shutil.which("setpriv") else []
+
 BACKTRACKING_PATTERN = "*?" * 11 + "Z"
 
 ROLAND = Identity(user="roland", group="lhcb_user", vo="lhcb", role="user")

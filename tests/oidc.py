@@ -31,7 +31,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.helpers import REPO, patience, tail
+from tests.helpers import ENDS_WITH_TEST, REPO, patience, tail
 from tests.servers import free_port
 
 CLI_CLIENT = "wms-cli"
@@ -94,7 +94,7 @@ class OpenIDProvider:
         env = {**os.environ, **self.env, "OP_STATE": str(self.state), "OP_ISSUER": self.issuer,
                "PYTHONPATH": str(REPO)}
         with self.log.open("ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "tests.oidc_provider", str(self.port),
+            self.process = subprocess.Popen([*ENDS_WITH_TEST, sys.executable, "-m", "tests.oidc_provider", str(self.port),
                                              str(self.state / "seed.json")], cwd=REPO, env=env,
                                             stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + patience(60)

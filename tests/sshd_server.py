@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.processes import stop
-from tests.helpers import patience
+from tests.helpers import ENDS_WITH_TEST, patience
 from tests.servers import free_port
 
 SSHD_CONFIG = """\
@@ -70,7 +70,7 @@ class SshServer:
         if os.geteuid() == 0:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)    # sshd's privilege separation directory
         with open(self.dir / "sshd.log", "wb") as log:
-            self.process = subprocess.Popen([sshd_path(), "-D", "-e", "-f", str(config)], stdout=log,
+            self.process = subprocess.Popen([*ENDS_WITH_TEST, sshd_path(), "-D", "-e", "-f", str(config)], stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         timeout = patience(timeout)
         deadline = time.monotonic() + timeout
