@@ -40,7 +40,8 @@ def test_every_job_goes_through_every_stage_to_done(tmp_path):
     # A job waits from when the optimizer chain filed it, later than the submission arrived.
     assert wms["stages"][0]["median_ms"] > 0
     cpu = wms["cpu_ms_per_job"]
-    assert cpu["server"] > 0 and cpu["pilots"] > 0 and cpu["database"] is None      # SQLite: inside the server
+    assert cpu["server"] > 0 and cpu["database"] is None      # SQLite: inside the server
+    assert 0 < cpu["payloads"] < cpu["pilots"]                # the jobs' processes are the pilots' children
     http = wms["http"]
     assert http["refused"] == 0 and http["by_route"]["POST /api/v1/jobs"] == 1
     # Each job's Running and Done reports and its output, at least.

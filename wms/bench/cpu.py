@@ -34,6 +34,7 @@ class Process:
     name: str          # the executable's name (/proc/PID/comm)
     command: str       # the command line, as the process shows it (PostgreSQL: its role and database)
     ticks: int         # user + system clock ticks so far
+    children_ticks: int = 0   # those of its children it has waited for
 
 
 def processes() -> list[Process]:
@@ -47,7 +48,8 @@ def processes() -> list[Process]:
             continue
         name = text[text.index("(") + 1:text.rindex(")")]
         fields = text.rsplit(")", 1)[1].split()
-        found.append(Process(int(stat.parent.name), int(fields[1]), name, command, int(fields[11]) + int(fields[12])))
+        found.append(Process(int(stat.parent.name), int(fields[1]), name, command, int(fields[11]) + int(fields[12]),
+                             int(fields[13]) + int(fields[14])))
     return found
 
 

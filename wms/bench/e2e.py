@@ -45,7 +45,7 @@ from sqlalchemy import func, select
 
 from wms.backends.base import RUNNING
 from wms.backends.local import LocalBackend, stop_local_pilots
-from wms.bench.cpu import ProcessMeter, database_meter, processes
+from wms.bench.cpu import TICKS, ProcessMeter, database_meter, processes
 from wms.bench.over_http import Server
 from wms.bench.slurm import why_not_runnable
 from wms.bench.submit import bench_identity
@@ -165,13 +165,16 @@ def watch(engine, job_ids: list[int], backend: LocalBackend, refs: list[str], st
         time.sleep(POLL)
 
 
-def stop_pilots(backend: LocalBackend, refs: list[str]) -> None:
+def stop_pilots(backend: LocalBackend, refs: list[str]) -> float:
     """SIGTERM to each pilot itself (not to its wrapper, which then records its
     exit and ends: the pilot's CPU, with its payloads', comes back to the bench),
-    then wait until every one has ended."""
+    then wait until every one has ended. Returns the CPU seconds of the
+    payloads (each pilot's children, all ended and reaped by then)."""
     wrappers = {int(ref.split(":")[1]) for ref in refs}
+    payloads = 0
     for process in processes():
         if process.ppid in wrappers:
+            payloads += process.children_ticks
             try:
                 os.kill(process.pid, signal.SIGTERM)
             except ProcessLookupError:
@@ -182,6 +185,7 @@ def stop_pilots(backend: LocalBackend, refs: list[str]) -> None:
             stop_local_pilots(grace=1.0)
             break
         time.sleep(0.1)
+    return payloads / TICKS
 
 
 def read_times(engine, job_ids: list[int]) -> list[JobTimes]:
@@ -252,7 +256,7 @@ def run_wms(url: str, args, tmp: Path, payload: list[str]) -> dict[str, Any]:
         counts = watch(engine, job_ids, backend, refs, started, meter)
         server_after = server.cpu_seconds()
         requests = http_requests(server_url)
-        stop_pilots(backend, refs)
+        payloads_cpu = stop_pilots(backend, refs)
         pilots_cpu = children_cpu() - children
     except BaseException as exc:
         stop_local_pilots(grace=5.0)
@@ -274,6 +278,7 @@ def run_wms(url: str, args, tmp: Path, payload: list[str]) -> dict[str, Any]:
         "cpu_ms_per_job": {
             "server": round(1000 * server_cpu / jobs, 2) if server_cpu is not None else None,
             "pilots": round(1000 * pilots_cpu / jobs, 2),
+            "payloads": round(1000 * payloads_cpu / jobs, 2),       # of the pilots': the jobs' processes
             "database": round(1000 * database_cpu / jobs, 2) if database_cpu is not None else None,
         },
         "http": {**requests, "requests_per_job": round(requests["requests"] / jobs, 2)},
@@ -348,8 +353,8 @@ def print_table(summary: dict[str, Any]) -> None:
                                enumerate(zip(row, widths))))
     cpu = wms["cpu_ms_per_job"]
     database = "in the server (SQLite)" if cpu["database"] is None else f"{cpu['database']:.2f} ms"
-    print(f"CPU per job: server {shown(cpu['server'], '{:.2f} ms')}, pilots and payloads {cpu['pilots']:.2f} ms, "
-          f"database {database}")
+    print(f"CPU per job: server {shown(cpu['server'], '{:.2f} ms')}, pilots {cpu['pilots']:.2f} ms (of which "
+          f"the payloads' processes {cpu['payloads']:.2f} ms), database {database}")
     http = wms["http"]
     print(f"HTTP: {http['requests_per_job']:.2f} requests per job, {http['refused']} refused (429/503)")
     slurm = summary["slurm"]
