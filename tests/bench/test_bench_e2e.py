@@ -29,6 +29,7 @@ def test_every_job_goes_through_every_stage_to_done(tmp_path):
     summary = json.loads(bench_e2e(tmp_path, "--jobs", "20", "--pilots", "2", "--slots", "2", "--json").stdout)
     assert summary["all_done"] and summary["slots"] == 4 and summary["slurm"] is None
     assert summary["isolation"] == "bubblewrap" and summary["payload"] == "/bin/true"
+    assert [len(summary["load_average"][when]) for when in ("start", "end")] == [3, 3]
     wms = summary["wms"]
     assert wms["done"] == 20 and wms["states"] == {"Done": 20}
     assert wms["jobs_per_second"] == round(20 / wms["seconds"], 2)
@@ -52,7 +53,7 @@ def test_every_job_goes_through_every_stage_to_done(tmp_path):
 
 def test_the_table_says_the_rate_the_stages_and_the_cpu(tmp_path):
     out = bench_e2e(tmp_path, "--jobs", "4", "--pilots", "1", "--slots", "2", "--isolation", "none").stdout
-    assert "isolation none" in out and "wms: 4/4 Done in" in out
+    assert "isolation none" in out and "wms: 4/4 Done in" in out and "at the start," in out
     for name, _, _ in STAGES:
         assert name in out
     assert "CPU per job: server" in out and "database in the server (SQLite)" in out

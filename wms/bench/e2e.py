@@ -301,6 +301,8 @@ def run_e2e(args) -> int:
             raise InvalidInput(f"--against slurm: {reason}")
     kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
     slots = args.pilots * args.slots
+    # The machine's load before and after: on a shared machine the figures mean little without it.
+    load_before = os.getloadavg()
     print(f"e2e on {args.database}: {args.jobs} jobs of {shlex.join(payload)}, {args.pilots} pilots x "
           f"{args.slots} slots, isolation {args.isolation}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="wms-bench-e2e-") as tmp:
@@ -314,7 +316,7 @@ def run_e2e(args) -> int:
         from wms.bench.against_slurm import run_against_slurm
 
         slurm = run_against_slurm(args.jobs, slots, payload)
-    summary = summarise(args, payload, wms, slurm)
+    summary = summarise(args, payload, wms, slurm, {"start": list(load_before), "end": list(os.getloadavg())})
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -322,12 +324,13 @@ def run_e2e(args) -> int:
     return 0 if summary["all_done"] else 1
 
 
-def summarise(args, payload: list[str], wms: dict[str, Any], slurm: dict[str, Any] | None) -> dict[str, Any]:
+def summarise(args, payload: list[str], wms: dict[str, Any], slurm: dict[str, Any] | None,
+              load_average: dict[str, list[float]]) -> dict[str, Any]:
     rate, slurm_rate = wms["jobs_per_second"], slurm["jobs_per_second"] if slurm else None
     all_done = wms["done"] == args.jobs and (slurm is None or slurm["completed"] == args.jobs)
     return {"benchmark": "e2e", "database": args.database, "jobs": args.jobs, "payload": shlex.join(payload),
             "pilots": args.pilots, "slots_per_pilot": args.slots, "slots": args.pilots * args.slots,
-            "isolation": args.isolation, "workers": args.workers, "load_average": list(os.getloadavg()),
+            "isolation": args.isolation, "workers": args.workers, "load_average": load_average,
             "wms": wms, "slurm": slurm,
             "wms_over_slurm": round(rate / slurm_rate, 3) if rate and slurm_rate else None,
             "all_done": all_done}
@@ -340,7 +343,9 @@ def print_table(summary: dict[str, Any]) -> None:
     wms = summary["wms"]
     print(f"e2e on {summary['database']}: {summary['jobs']} jobs of {summary['payload']}, {summary['pilots']} pilots x "
           f"{summary['slots_per_pilot']} slots ({summary['slots']}), isolation {summary['isolation']}, "
-          f"{summary['workers']} server worker(s); load average {' '.join(f'{x:.1f}' for x in summary['load_average'])}")
+          f"{summary['workers']} server worker(s); load average (1, 5, 15 min) "
+          f"{' '.join(f'{x:.1f}' for x in summary['load_average']['start'])} at the start, "
+          f"{' '.join(f'{x:.1f}' for x in summary['load_average']['end'])} at the end")
     print(f"wms: {wms['done']}/{summary['jobs']} Done in {shown(wms['seconds'], '{:.2f}')} s: "
           f"{shown(wms['jobs_per_second'])} jobs/s (first job matched {shown(wms['first_matched_after'], '{:.2f}')} s "
           f"after the submission began); states {wms['states']}")
