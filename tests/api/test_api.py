@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.helpers import ROLAND
 from wms.api.app import create_app
@@ -75,6 +76,19 @@ def test_submit_and_read_back(as_user):
     assert [e["Status"] for e in roland.get(f"/jobs/{job_id}/history").json()] == ["Received", "Checking", "Waiting"]
     assert "hello" in roland.get(f"/jobs/{job_id}/jdl").json()["OriginalJDL"]
     assert roland.get("/jobs", params={"job_id": [job_id]}).json()[0]["JobID"] == job_id
+
+
+def test_a_submitted_job_waits_from_when_it_was_filed_by_the_servers_clock(runtime, tokens):
+    """The route hands the app's clock to the submission: Waiting is dated after Received."""
+    ticks = iter(range(1000))
+    start = datetime.now(timezone.utc)
+    client = TestClient(create_app(runtime, clock=lambda: start + timedelta(seconds=next(ticks))))
+    headers = {"Authorization": f"Bearer {tokens['roland']}"}
+    answer = client.post("/api/v1/jobs", headers=headers, json={"jdls": [{"source": "h.jdl", "text": HELLO}]})
+    [job_id] = answer.json()["job_ids"]
+    times = {e["Status"]: datetime.fromisoformat(e["Time"])
+             for e in client.get(f"/api/v1/jobs/{job_id}/history", headers=headers).json()}
+    assert times["Received"] == times["Checking"] < times["Waiting"]
 
 
 def test_submit_warns_of_a_job_no_queue_could_ever_run_and_strict_refuses_it(as_user):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select
@@ -16,6 +17,7 @@ from wms.core.jdl import parse_one
 from wms.db import schema
 from wms.services import jobs as jobs_service
 from wms.services import pools as pools_service
+from wms.services import submission as submission_service
 from wms.services import task_queues as tq_service
 from wms.services.submission import SubmitOptions, submit_jobs
 
@@ -68,6 +70,21 @@ def test_history_records_received_checking_waiting(runtime, now):
     assert [e["Status"] for e in entries] == ["Received", "Checking", "Waiting"]
     assert [e["Source"] for e in entries] == ["JobManager", "Optimizers", "TaskQueue"]
     assert entries[1]["MinorStatus"] == "JobSanity, JobRequirements, JobScheduling, TaskQueue"
+
+
+def test_the_jobs_wait_from_when_the_chain_filed_them(runtime, now):
+    """The Waiting entry is dated by the clock read as the jobs are stored, after the
+    optimizer chain: a bulk submission's jobs wait from then, not from its arrival."""
+    filed = now + timedelta(seconds=2)
+    submitted = submission_service.submit(runtime, ROLAND, [("a.jdl", '[ Executable = "x"; Parameters = 2; ]')],
+                                          SubmitOptions(), now, clock=lambda: filed)
+    for job_id in submitted.job_ids:
+        times = {e["Status"]: e["Time"] for e in jobs_service.history(runtime, ROLAND, job_id)}
+        assert times == {"Received": now.isoformat(), "Checking": now.isoformat(), "Waiting": filed.isoformat()}
+    [held] = submission_service.submit(runtime, ROLAND, [("b.jdl", '[ Executable = "x"; ]')], SubmitOptions(), now,
+                                       held=True, clock=lambda: filed).job_ids
+    assert [(e["Status"], e["Time"]) for e in jobs_service.history(runtime, ROLAND, held)][-2:] == [
+        ("Waiting", filed.isoformat()), ("Held", filed.isoformat())]
 
 
 def test_bulk_submission_shares_pools_and_task_queues(runtime, now):

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from wms.api import paging
-from wms.api.deps import NowDep, RuntimeDep, require
+from wms.api.deps import NowDep, RuntimeDep, clock_now, require
 from wms.api.openapi import answers
 from wms.api import responses as r
 from wms.api.models import (AlterRequest, ApplicationStatus, HoldRequest, Int64, IdPath, JobControl, JobIds, MatchQueuesRequest,
@@ -33,7 +33,7 @@ ApplicationReporter = Annotated[Identity, Depends(require(JOB, PILOT, OPERATOR, 
 
 
 @router.post("", status_code=201, **answers(r.SubmittedJobs, 404, 409, status=201))
-def submit(body: SubmitRequest, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
+def submit(body: SubmitRequest, request: Request, runtime: RuntimeDep, now: NowDep, caller: Submitter) -> dict[str, Any]:
     if (body.parallel_environment is None) != (body.slots is None):
         raise InvalidInput("a parallel environment needs a slot count (-pe PE N)")
     options = SubmitOptions(
@@ -46,7 +46,7 @@ def submit(body: SubmitRequest, runtime: RuntimeDep, now: NowDep, caller: Submit
     )
     sources = [(j.source, j.text) for j in body.jdls]
     result = submission_service.submit(runtime, caller, sources, options, now, strict=body.strict,
-                                       held=body.held,
+                                       held=body.held, clock=lambda: clock_now(request),
                                        input_sandboxes=[j.input_sandbox for j in body.jdls])
     return {"job_ids": result.job_ids, "warnings": result.warnings}
 

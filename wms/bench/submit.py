@@ -67,6 +67,10 @@ def run_bench(args) -> int:
         from wms.bench.over_http import run_http
 
         return run_http(args)
+    if args.bench_command == "e2e":
+        from wms.bench.e2e import run_e2e
+
+        return run_e2e(args)
     kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
     rates = []
     for run in range(1, args.runs + 1):

@@ -586,6 +586,18 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
+def _command_line(text: str) -> list[str]:
+    import shlex
+
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a command line ({exc}): {text!r}") from None
+    if not argv:
+        raise argparse.ArgumentTypeError("give a command to run, e.g. /bin/true")
+    return argv
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from wms.bench import run_bench
 
@@ -820,6 +832,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "errors and duplicates count until then (default 5)")
     b.add_argument("--runs", type=int, default=1, help="runs; medians are reported")
     b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+    b = bench_sub.add_parser("e2e", help="short jobs per second from submission to Done, through a real server "
+                                         "and real pilots; with --against slurm beside a private one-node Slurm")
+    b.add_argument("--database", default="sqlite", help="sqlite, postgresql, mariadb or a database URL")
+    b.add_argument("--jobs", type=_positive, default=1000, help="jobs, submitted as one parametric JDL (default 1000)")
+    b.add_argument("--pilots", type=_positive, default=4, help="pilots, started as the SiteDirector's local "
+                                                               "backend starts them (default 4)")
+    b.add_argument("--slots", type=_positive, default=8, help="slots of each pilot (default 8)")
+    b.add_argument("--payload", type=_command_line, default=["/bin/true"], metavar="COMMAND",
+                   help="each job's command line (default /bin/true)")
+    b.add_argument("--isolation", choices=["bubblewrap", "none"], default="bubblewrap",
+                   help="the sandbox the pilots run payloads in (the queue's Isolation; default bubblewrap)")
+    b.add_argument("--workers", type=_positive, default=1, help="wms server --workers")
+    b.add_argument("--against", choices=["slurm"],
+                   help="slurm: then the same jobs as one job array of a private one-node Slurm with as many "
+                        "CPUs as the pilots have slots, and the ratio of the two rates (root, slurm-wlm and munge)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
     return parser

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from sqlalchemy import Connection
 
@@ -175,10 +175,17 @@ def submit(
     input_sandboxes: Sequence[Mapping[str, str]] = (),
     strict: bool = False,
     held: bool = False,
+    clock: Callable[[], datetime] | None = None,
 ) -> Submitted:
     """Submit every job of ``sources``; with ``strict``, refuse them all (nothing stored) when
     no configured queue could ever run one of them, or one's Requirements expression reads a
     name no resource describes (services/feasibility.py).
+
+    ``now`` dates the jobs' submission (Received, Checking); ``clock`` is read
+    once the optimizer chain has filed them, as they are stored, and dates
+    their Waiting entry: a bulk submission's jobs wait from then, not from
+    when it arrived (the first stage `wms bench e2e` reports). Without a
+    clock (a caller whose time stands still), Waiting is dated ``now`` too.
 
     ``input_sandboxes``: for each source, ``{InputSandbox entry: sha256}`` of
     the files uploaded for it (services/sandboxes.py).
@@ -207,6 +214,7 @@ def submit(
         filed.append(job.task_queue)
 
     def store(conn) -> list[int]:
+        waiting_since = clock() if clock is not None else now
         check_caps(conn, settings.caps.core(), identity.user, Counter(job.vo for job in jobs))
         tq_ids = store_pools_and_task_queues(conn, jobs, now)
         rows = [
@@ -235,13 +243,13 @@ def submit(
         for job_id, job in zip(ids, jobs):
             history.append(_entry(job_id, JobStatus.RECEIVED, "Job accepted", SOURCE_MANAGER, now))
             history.append(_entry(job_id, JobStatus.CHECKING, chain_names, SOURCE_OPTIMIZERS, now))
-            history.append(_entry(job_id, JobStatus.WAITING, job.minor_status, SOURCE_TASK_QUEUE, now))
+            history.append(_entry(job_id, JobStatus.WAITING, job.minor_status, SOURCE_TASK_QUEUE, waiting_since))
         jobs_db.add_history(conn, history)
         if held:
-            hold = Hold(HoldType.USER, identity.user, "", now)
+            hold = Hold(HoldType.USER, identity.user, "", waiting_since)
             holds_db.add_holds(conn, [(job_id, hold) for job_id in ids])
             jobs_db.set_status(conn, ids, JobStatus.HELD.value, hold_rules.minor_status([hold]),
-                               jobs_service.source(identity), now, expect={JobStatus.WAITING.value},
+                               jobs_service.source(identity), waiting_since, expect={JobStatus.WAITING.value},
                                values={"hold_types": hold_rules.write_types([HoldType.USER])})
         return ids
 
