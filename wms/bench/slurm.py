@@ -171,6 +171,10 @@ class SlurmCluster:
         return found
 
     def _daemon(self, argv: list[str], out: str) -> None:
+        # The daemons end with the process that started them (a bench or a test
+        # killed half-way leaves no Slurm behind): setpriv's parent-death signal.
+        if shutil.which("setpriv"):
+            argv = ["setpriv", "--pdeathsig", "TERM", *argv]
         with open(self.dir / out, "wb") as log:
             self.processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                                    stdin=subprocess.DEVNULL, env=self.env))
