@@ -379,6 +379,19 @@ def test_pilot_stop_terminates_and_reports(tmp_path):
     assert rec.kinds == ["Running", "output", "Failed"]
 
 
+def test_the_watcher_wakes_at_the_jobs_end_and_at_a_stop_not_at_its_next_poll(tmp_path):
+    """A short job is seen ending at once, however long the poll between the
+    watcher's looks at its limits; a stop is seen at once too."""
+    t0 = time.monotonic()
+    result, _ = run(sh(21, "sleep 0.2"), tmp_path, poll_interval=60)
+    assert result.status == "Done" and time.monotonic() - t0 < patience(10)
+    stop = Stop()
+    threading.Timer(0.5, stop.stop).start()
+    t0 = time.monotonic()
+    result, _ = run(sh(22, "sleep 300"), tmp_path, stop=stop, poll_interval=60)
+    assert result.minor_status == "Pilot stopped" and time.monotonic() - t0 < patience(10)
+
+
 def test_a_batch_system_stop_leaves_the_job_to_the_server(tmp_path):
     stop = Stop(leave_jobs_on_term=True)
     when_started(tmp_path / "23" / "bg.pid", lambda: stop.stop("Pilot stopped", leave_jobs=True))
