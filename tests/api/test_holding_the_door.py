@@ -389,6 +389,34 @@ def test_a_caller_over_its_share_is_refused_while_another_is_served():
     asyncio.run(scenario())
 
 
+def test_a_pilot_at_its_share_still_reports_its_jobs_up_to_twice_the_share():
+    """max_in_flight 8, identity_share 0.25: a share of 2. A pilot with two
+    job requests in progress is refused a third, but its jobs' reports get
+    through up to twice the share; the fifth is refused, saying so."""
+
+    async def scenario() -> None:
+        release = asyncio.Event()
+        door = Backpressure(held_until(release), BackpressureSettings(max_in_flight=8, identity_share=0.25,
+                                                                      retry_after=3))
+        pilot = bearer("pilot")
+        asking = [asyncio.create_task(ask(door, REQUEST_JOB, pilot)) for _ in range(2)]
+        await asyncio.sleep(0)
+        assert (await ask(door, REQUEST_JOB, pilot))[0] == 429
+        reports = [asyncio.create_task(ask(door, f"/api/v1/jobs/{n}/{kind}", pilot))
+                   for n, kind in ((1, "pilot-status"), (2, "heartbeat"))]
+        await asyncio.sleep(0)
+        assert door.held == {("token", b"pilot"): 4}
+        status, _, body = await ask(door, "/api/v1/jobs/3/output", pilot)
+        assert status == 429 and json.loads(body)["detail"] == (
+            "server busy for you: this token has 4 requests in progress in this process, its share of 8 "
+            "(backpressure.identity_share 0.25, twice that for the reports of running jobs); retry after 3 s")
+        assert (await ask(door, JOBS, pilot))[0] == 429          # a user's command: the share, as before
+        release.set()
+        assert [(await t)[0] for t in [*asking, *reports]] == [200] * 4
+
+    asyncio.run(scenario())
+
+
 def test_the_consoles_files_are_never_refused_for_a_callers_share():
     """A browser fetches the console's modules a dozen at once without a
     token; every person behind one proxy address is one caller. Served

@@ -32,7 +32,10 @@ if the process filled meanwhile. The body's own deadline ends the wait
 
 One caller holds at most its share of the places: ``identity_share`` of
 ``max_in_flight`` (a quarter: 8 of 32), any path; its next request is
-answered 429 while the others are served. A caller is its bearer token as
+answered 429 while the others are served. The reports of running jobs
+(Running, Done, heartbeats, output, application status) may find twice
+the share in progress: a pilot of 8 slots whose short jobs all end at
+once sends 8 reports, and one refused waits seconds with its slot idle. A caller is its bearer token as
 sent, compared as bytes in the event loop (no database): a forged token is
 a caller of its own only until the route refuses it, at once. Requests
 without a token (the console's pages, /docs) are callers by client
@@ -101,6 +104,14 @@ def never_shed(path: str) -> bool:
 NEW_WORK = frozenset({"/api/v1/matcher/request-job", "/api/v1/matcher/request-jobs"})
 #: How many times max_in_flight any other request may find in progress.
 OTHERS_HEADROOM = 2
+#: The last part of the path of a running job's report (POST /api/v1/jobs/{id}/...).
+JOB_REPORTS = frozenset({"pilot-status", "heartbeat", "output", "application-status"})
+
+
+def is_job_report(path: str) -> bool:
+    """A report of a running job: what a pilot of several slots sends for
+    each of its jobs at once, and what must not wait behind new work."""
+    return path.startswith("/api/v1/jobs/") and path.rsplit("/", 1)[-1] in JOB_REPORTS
 #: The refused may come back at most at this share of the rate a process answers.
 REFUSED_SHARE = 0.05
 
@@ -111,11 +122,12 @@ def busy(in_flight: int, wait: int) -> TooManyRequests:
                            f"(backpressure.max_in_flight); retry after {wait} s", retry_after=wait)
 
 
-def over_share(caller: Caller, held: int, settings: BackpressureSettings) -> TooManyRequests:
-    """One caller holds its share of the process."""
+def over_share(caller: Caller, held: int, settings: BackpressureSettings, report: bool = False) -> TooManyRequests:
+    """One caller holds its share of the process (twice it, for a job's report)."""
+    twice = ", twice that for the reports of running jobs" if report else ""
     return TooManyRequests(
         f"server busy for you: this {caller[0]} has {held} requests in progress in this process, "
-        f"its share of {settings.max_in_flight} (backpressure.identity_share {settings.identity_share:g}); "
+        f"its share of {settings.max_in_flight} (backpressure.identity_share {settings.identity_share:g}{twice}); "
         f"retry after {settings.retry_after} s", retry_after=settings.retry_after)
 
 
@@ -214,16 +226,18 @@ class Backpressure:
             return
         self.window.roll(time.monotonic())
         limit = self.settings.max_in_flight
-        if scope.get("path") not in NEW_WORK:
+        path = scope.get("path", "")
+        if path not in NEW_WORK:
             limit *= OTHERS_HEADROOM
         caller, with_body, length = request_head(scope)
-        refusal = self.refusal(caller, limit)
+        report = is_job_report(path)
+        refusal = self.refusal(caller, limit, report)
         if refusal is None and with_body and self.sending.get(caller, 0) >= self.settings.bodies_per_identity:
             refusal = too_many_bodies(caller, self.sending[caller], self.settings)
         if refusal is not None:
             await refusal_response(refusal)(scope, receive, send)
             return
-        request = Admitted(self, caller, limit)
+        request = Admitted(self, caller, limit, report)
         if with_body:
             request.start_sending(receive, length)
             receive = request.receive_body
@@ -232,16 +246,17 @@ class Backpressure:
         finally:
             request.end()
 
-    def refusal(self, caller: Caller, limit: int) -> TooManyRequests | None:
-        """Why a request may not start now (or again, once its body came), or None."""
+    def refusal(self, caller: Caller, limit: int, report: bool = False) -> TooManyRequests | None:
+        """Why a request may not start now (or again, once its body came), or None.
+        ``report``: a running job's report, which may find twice its caller's share in progress."""
         if self.in_flight >= limit:
             window = self.window
             wait = retry_after(self.settings, window.away(), max(window.answered, window.most_answered))
             window.told += wait
             return busy(self.in_flight, wait)
         held = self.held.get(caller, 0)
-        if held >= self.share:
-            return over_share(caller, held, self.settings)
+        if held >= self.share * (OTHERS_HEADROOM if report else 1):
+            return over_share(caller, held, self.settings, report)
         return None
 
 
@@ -251,13 +266,14 @@ class Admitted:
     wait suspends, admitted again, or refused, once the body is whole),
     and in its caller's bodies being sent until the body is whole."""
 
-    __slots__ = ("door", "caller", "limit", "counted", "sending", "receive", "length", "asked_at", "received",
-                 "timer", "expired")
+    __slots__ = ("door", "caller", "limit", "report", "counted", "sending", "receive", "length", "asked_at",
+                 "received", "timer", "expired")
 
-    def __init__(self, door: Backpressure, caller: Caller, limit: int) -> None:
+    def __init__(self, door: Backpressure, caller: Caller, limit: int, report: bool = False) -> None:
         self.door = door
         self.caller = caller
         self.limit = limit
+        self.report = report
         self.sending = False
         self.receive: Receive | None = None
         self.length: bytes | None = None
@@ -350,7 +366,7 @@ class Admitted:
         if not message.get("more_body", False):
             self.stop_sending()
             if not self.counted:
-                refusal = self.door.refusal(self.caller, self.limit)
+                refusal = self.door.refusal(self.caller, self.limit, self.report)
                 if refusal is not None:
                     raise refusal
                 self.count()
