@@ -110,12 +110,11 @@ def _judged(ctx: MatchContext, tq: TaskQueueView, host: str | None) -> Verdict:
     (no pilot asks: what holds for every host of the queue). One function
     for both phases, so the request phase denies whatever the queue phase does."""
     snap: Snapshot | None = ctx.reservations
-    queue = ctx.request.ref.name
     ar_id = tq.definition.reservation
     if ar_id is None:
         if snap is None or _h_rt(tq) is not None:
-            return ALLOW
-        holding = snap.holding(queue, host)
+            return ALLOW        # the common case, asked of every task queue: nothing more computed
+        holding = snap.holding(ctx.request.ref.name, host)
         if holding:
             return not_now(LAYER, REASON_NO_RUNTIME_LIMIT, ids=", ".join(map(str, holding)))
         return ALLOW
@@ -127,6 +126,7 @@ def _judged(ctx: MatchContext, tq: TaskQueueView, host: str | None) -> Verdict:
             return not_now(LAYER, REASON_HARD_ERROR, ar_id=ar_id)
         return not_now(LAYER, REASON_NOT_RUNNING, ar_id=ar_id, state=view.state,
                        start=view.start.strftime("%m/%d/%Y %H:%M:%S"))
+    queue = ctx.request.ref.name
     hosts = {b[4] for b in view.bookings if b[3] == queue}
     if not hosts:
         return not_now(LAYER, REASON_OTHER_QUEUE, ar_id=ar_id)
