@@ -22,7 +22,7 @@ from wms.services import pilots as pilots_service
 from wms.services import pools as pools_service
 from wms.services import reservations as ar
 from wms.services.runtime import Runtime
-from wms.services.submission import SubmitOptions, submit_jobs
+from wms.services.submission import SubmitOptions, parse_sources, run_chain, submit_jobs
 
 pytestmark = pytest.mark.databases
 
@@ -108,7 +108,6 @@ def test_a_queue_outside_the_jobs_pool_gives_the_pools_cause_everywhere(engine, 
 
 
 def _chain(runtime: Runtime, text: str, now: datetime):
-    from wms.services.submission import parse_sources, run_chain
-
+    """The job as the optimizer chain leaves it, stored nowhere (what `wms submit` judges)."""
     parsed = parse_sources([("mem.jdl", text)], SubmitOptions(), 10)
     return run_chain(runtime, runtime.chain_env(now), ROLAND, parsed)
