@@ -104,16 +104,21 @@ def _failed(name: str, exc: Exception) -> Verdict:
     return Verdict(Code.ERROR, name, REASON_LAYER_FAILED, {"layer": name, "error": f"{type(exc).__name__}: {exc}"})
 
 
+def _named(verdict: Verdict, name: str) -> Verdict:
+    """The framework, not the layer, records which layer denied."""
+    if not verdict.allowed and not verdict.layer:
+        return Verdict(verdict.code, name, verdict.why, verdict.detail)
+    return verdict
+
+
 def _ask(name: str, question: Callable[[MatchContext, TaskQueueView], Verdict], ctx: MatchContext,
          tq: TaskQueueView) -> Verdict:
-    """One layer's answer to one phase's question; the framework records which layer denied."""
+    """One layer's answer to one phase's question."""
     try:
         verdict = question(ctx, tq)
     except Exception as exc:   # a defect of one layer must not decide for the request
         return _failed(name, exc)
-    if not verdict.allowed and not verdict.layer:
-        return Verdict(verdict.code, name, verdict.why, verdict.detail)
-    return verdict
+    return _named(verdict, name)
 
 
 def static_verdict(layers: Sequence[Layer], ctx: MatchContext, tq: TaskQueueView) -> Verdict:
@@ -176,10 +181,15 @@ def evaluate(
                 if not verdict.allowed:
                     return Diagnosis(verdict)
             return _ALLOWED
+        # The Matcher's loop, asked of every task queue it draws: _ask written
+        # out, so that no bound method nor call is made per layer.
         for layer in layers:
-            verdict = _ask(layer.name, layer.check, ctx, tq)
+            try:
+                verdict = layer.check(ctx, tq)
+            except Exception as exc:   # a defect of one layer must not decide for the request
+                return Diagnosis(_failed(layer.name, exc))
             if not verdict.allowed:
-                return Diagnosis(verdict)
+                return Diagnosis(_named(verdict, layer.name))
         return _scored(layers, ctx, tq)
     per_layer: list[tuple[str, Verdict]] = []
     first_static: Verdict | None = None

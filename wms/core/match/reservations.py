@@ -99,6 +99,8 @@ class ReservationLayer(BaseLayer):
 
     def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
         """The queue phase's judgement and, with a pilot asking, its host's."""
+        if ctx.reservations is None and tq.definition.reservation is None:
+            return ALLOW        # no reservation anywhere: the common case, asked of every task queue
         return _judged(ctx, tq, ctx.request.host or None)
 
     def adjust(self, ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:
@@ -113,7 +115,7 @@ def _judged(ctx: MatchContext, tq: TaskQueueView, host: str | None) -> Verdict:
     ar_id = tq.definition.reservation
     if ar_id is None:
         if snap is None or _h_rt(tq) is not None:
-            return ALLOW        # the common case, asked of every task queue: nothing more computed
+            return ALLOW
         holding = snap.holding(ctx.request.ref.name, host)
         if holding:
             return not_now(LAYER, REASON_NO_RUNTIME_LIMIT, ids=", ".join(map(str, holding)))
