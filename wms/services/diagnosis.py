@@ -7,13 +7,13 @@ from datetime import datetime
 from typing import Any
 
 from wms.core import holds as hold_rules
-from wms.core import pools
 from wms.core.complexes import ComplexTable, Relop, format_value
 from wms.core.identity import Identity
 from wms.core.match import framework, levels
 from wms.core.scopes import GLOBAL_SCOPE, host_scope, inside_reservation, queue_scope
 from wms.core.match.framework import LAYERS
 from wms.core.match.pools import LAYER as POOLS
+from wms.core.match.pools import REASON_POOL, PoolRules
 from wms.core.match.quotas import QUOTA
 from wms.core.match.verdict import Code, Verdict
 from wms.core.states import JobStatus
@@ -52,11 +52,13 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
         return out
     with reading(runtime.engine) as conn:
         tq = task_queue_views(runtime, conn, [row["task_queue_id"]])[row["task_queue_id"]]
-        pool_queues, pool_document = None, None
+        pool_queues, pool_rules = None, None
         if tq.submit_pool is not None:
             pool = pools_db.get_pool(conn, tq.submit_pool)
             pool_queues = {"/".join(q) for q in pool["queues"]} if pool else set()
-            pool_document = json.loads(pool["requirements"]) if pool else None
+            if pool:
+                pool_rules = PoolRules({tq.submit_pool: json.loads(pool["requirements"])},
+                                       runtime.config.parameter_types)
         usage = match_db.all_usage(conn)
         table = runtime.read_stored_complexes()
         holders = {key: match_db.holders(conn, *key) for key, used in usage.items()
@@ -68,18 +70,13 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
         # The queue serves the job's pool if the pool lists the queue.
         served = None if pool_queues is None else (tq.submit_pool,) if ref.name in pool_queues else ()
         ctx = queue_context(runtime, ref, served, slots=tq.slots, usage=usage, reservations=snapshot,
-                            quotas=quotas_service.for_request(runtime, usage), holders=holders)
+                            quotas=quotas_service.for_request(runtime, usage), holders=holders,
+                            pool_rules=pool_rules)
         diagnosis = framework.evaluate(LAYERS, ctx, tq, stop_at_first=False)
         entry = {"Queue": ref.name, "Layer": "", "Code": Code.OK.value, "Reason": ELIGIBLE, "ReasonCode": ""}
         if not diagnosis.allowed:
             verdict = diagnosis.verdict
-            cause = None
-            if verdict.layer == POOLS and pool_document is not None:
-                params = runtime.resources_for(tq.vo).queue_parameters(ref)
-                cause = pools.queue_rejection(pool_document, params, runtime.config.parameter_types)
-            reason = _reason(ref.name, verdict, diagnosis.denials(), cause)
-            if reason == verdict.reason and verdict.layer == POOLS:
-                reason = f"{reason}: {_stale_map(runtime)}"
+            reason = _reason(runtime, ref.name, verdict, diagnosis.denials())
             entry.update(Layer=verdict.layer, Code=verdict.code.value, ReasonCode=verdict.reason_code,
                          Reason=reason)
         eligible += entry["Code"] == Code.OK.value
@@ -90,16 +87,16 @@ def why(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dic
     return out
 
 
-def _reason(queue: str, verdict: Verdict, denials: list[Verdict], pool_cause: str | None) -> str:
+def _reason(runtime: Runtime, queue: str, verdict: Verdict, denials: list[Verdict]) -> str:
     """The deciding layer's reason as ``wms why`` shows it. A queue outside the
     job's SubmitPool was left out when the pool was computed: the pool's own
-    rule (``pool_cause``), or else the next layer that denies, says why."""
+    rule says why (in the verdict), or else the next layer that denies, or
+    else the map is older than the queue."""
     if verdict.layer == QUOTA:
         return QUOTA_REASON.format(queue=queue, reason=verdict.reason)
-    if verdict.layer == POOLS:
-        cause = pool_cause or next((v.reason for v in denials if v.layer != POOLS), None)
-        if cause is not None:
-            return f"{verdict.reason}: {cause}"
+    if verdict.why is REASON_POOL:
+        cause = next((v.reason for v in denials if v.layer != POOLS), None)
+        return f"{verdict.reason}: {cause if cause is not None else _stale_map(runtime)}"
     return verdict.reason
 
 

@@ -4,27 +4,30 @@ A job is unrunnable when the static phase of the match framework
 (core/match/framework.py: pools, scheduling rules, Requirements, and
 whether the global and queue levels could ever offer its requests) denies
 it on every queue of its VO. That phase is what the Matcher caches as
-NEVER and what the SiteDirector asks before it sends pilots, so `wms
+NEVER and what the SiteDirector asks first before it sends pilots (its
+queue phase adds only what time changes: advance reservations), so `wms
 submit` warns (or, with ``--strict``, refuses) on exactly the jobs no
 pilot would ever be sent for. Nothing here depends on usage, quotas or
 time: a job that waits for a free slot, a quota or a reservation is not
-unrunnable.
+unrunnable. `wms match-queues` asks the queue phase, as the SiteDirector
+does (:func:`queue_judgement`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from typing import Any, Sequence
 
-from wms.core import pools as pool_rules
 from wms.core import scheduling
 from wms.core.match.context import PILOT_AD_NAMES
 from wms.core.offers import PILOT_LOAD_VALUES
 from wms.core.vocabulary import Vocabulary, unknown_names
 from wms.core.match import framework, levels
-from wms.core.match.pools import LAYER as POOLS_LAYER
 from wms.core.match.framework import LAYERS
+from wms.core.match.pools import PoolRules, listed_reason
 from wms.core.optimizers import Job
+from wms.services import reservations as reservations_service
 from wms.services.matcher import queue_context
 from wms.services.runtime import Runtime
 
@@ -35,29 +38,37 @@ SHOWN_REASONS = 3
 
 def static_judgement(runtime: Runtime, job: Job) -> dict[str, str | None]:
     """The static phase's answer on every queue of the job's VO, by full name:
-    None where it allows the job, else why not.
+    None where it allows the job, else why not (what no pilot would change)."""
+    return _judgement(runtime, job, None)
 
-    A queue left out of the job's SubmitPool is denied by the pools layer;
-    its reason is then the pool's own (which requirement the queue lacks),
-    as `wms match-queues -v` gives it."""
+
+def queue_judgement(runtime: Runtime, job: Job, now: datetime) -> dict[str, str | None]:
+    """The queue phase's answer at ``now`` on every queue of the job's VO, as
+    :func:`static_judgement` gives the static phase's: what the SiteDirector
+    asks before it sends pilots (an advance reservation that is not running,
+    or holds nothing in the queue, keeps them away too)."""
+    return _judgement(runtime, job, now)
+
+
+def _judgement(runtime: Runtime, job: Job, now: datetime | None) -> dict[str, str | None]:
+    """The static phase (``now`` None) or the queue phase at ``now``, on every
+    queue of the job's VO. A queue left out of the job's SubmitPool is
+    denied by the pools layer, with the pool's own cause (which requirement
+    the queue lacks) as its reason, as `wms match-queues -v` gives it."""
     if job.task_queue is None:
         return {}
     tq = levels.task_queue_view(job.task_queue, runtime.read_stored_complexes())
-    resources = runtime.resources_for(job.vo)
+    rules = (PoolRules({job.pool.pool_id: job.pool.requirements}, runtime.config.parameter_types)
+             if job.pool is not None else None)
+    reservations = reservations_service.snapshot(runtime, now) if now is not None else None
     out: dict[str, str | None] = {}
-    for ref in resources.queues():
+    for ref in runtime.resources_for(job.vo).queues():
         # The pools a pilot of this queue would serve, as far as this job's pool is concerned.
         pools = None if job.pool is None else (
             (job.pool.pool_id,) if ref in job.pool.queues else ())
-        verdict = framework.static_verdict(LAYERS, queue_context(runtime, ref, pools), tq)
-        if verdict.allowed:
-            out[ref.name] = None
-            continue
-        cause = None
-        if verdict.layer == POOLS_LAYER and job.pool is not None:
-            cause = pool_rules.queue_rejection(job.pool.requirements, resources.queue_parameters(ref),
-                                               runtime.config.parameter_types)
-        out[ref.name] = cause or verdict.reason
+        ctx = queue_context(runtime, ref, pools, pool_rules=rules, reservations=reservations)
+        verdict = framework.evaluate(LAYERS, ctx, tq, static_only=now is None, queue_only=now is not None).verdict
+        out[ref.name] = None if verdict.allowed else listed_reason(verdict)
     return out
 
 

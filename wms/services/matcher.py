@@ -391,16 +391,17 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
     # Draw the order lazily and evaluate as we go: the first eligible task
     # queue in a weighted random order is a proportional draw among the
     # eligible ones (choice.py), so most requests evaluate a handful of task
-    # queues, not all of them. Soft requests: a task queue with violations
-    # waits until no eligible one without violations is left, then the
-    # fewest go first.
+    # queues, not all of them. A task queue with a score (the framework's
+    # score phase: soft requests it misses here) waits until no eligible one
+    # without is left, then the lowest go first.
     denials = Denials()
     full: FullMemo = {}
-    with_violations: list[tuple[int, TaskQueueView]] = []
+    scored: list[tuple[int, TaskQueueView]] = []
     static = static_verdicts(runtime)
     for tq_id in draw.order(rng):
         view = views[tq_id]
-        verdict = framework.evaluate(LAYERS, ctx, view, cache=static).verdict
+        decided = framework.evaluate(LAYERS, ctx, view, cache=static)
+        verdict = decided.verdict
         if not verdict.allowed:
             if verdict.code is Code.ERROR:
                 log.error("task queue %s on %s: %s", tq_id, request.ref.name, verdict.reason)
@@ -408,14 +409,13 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
                 to_hold[tq_id] = verdict
             denials.add(verdict)
             continue
-        violations = levels.soft_violations(ctx, view) if view.soft else 0
-        if violations:
-            with_violations.append((violations, view))
+        if decided.score:
+            scored.append((decided.score, view))
             continue
         job = _try_claim(runtime, ctx, view, now, denials, full)
         if job is not None:
             return MatchResult(job)
-    for _, view in sorted(with_violations, key=lambda pair: pair[0]):   # stable: keeps the drawn order
+    for _, view in sorted(scored, key=lambda pair: pair[0]):   # stable: keeps the drawn order
         job = _try_claim(runtime, ctx, view, now, denials, full)
         if job is not None:
             return MatchResult(job)
@@ -436,7 +436,7 @@ def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) 
     ctx = match_context(runtime, request, now)
     decided = framework.evaluate(LAYERS, ctx, view, cache=static_verdicts(runtime))
     every = framework.evaluate(LAYERS, ctx, view, stop_at_first=False)
-    return framework.Diagnosis(decided.verdict, every.layers)
+    return framework.Diagnosis(decided.verdict, every.layers, decided.score)
 
 
 def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,

@@ -5,9 +5,9 @@ The SiteDirector agent (agents/site_director.py) calls, per run:
 1. :func:`refresh_pilots`: asks each backend for the state of the active
    pilots and stores it, with the number of jobs each has taken;
 2. :func:`waiting_jobs_per_queue`: how many waiting jobs every configured
-   queue could run (one grouped query, then the match framework's static
-   phase per task queue, cached per task queue, queue and pools, the
-   cache the Matcher uses);
+   queue could run (one grouped query, then the match framework's queue
+   phase per task queue: its static phase, cached per task queue, queue
+   and pools in the cache the Matcher uses, and the advance reservations);
 3. :func:`reserve_pilots` per queue and VO with work: under the queue's
    lock row, counts its pilots (all of them, and the VO's), applies the
    queue's limits and the VO's (a VO block of the queue may cap that VO's
@@ -46,8 +46,6 @@ from wms.core.identity import Identity
 from wms.core.paging import Page, Slice
 from wms.core.resources import VO_KEY, ParameterMap, QueueRef
 from wms.core.match import framework
-from wms.core.match import reservations as reservation_rules
-from wms.core.match.context import MatchContext, TaskQueueView
 from wms.core.match.framework import LAYERS
 from wms.core.scheduling import parameter
 from wms.db.engine import reading
@@ -308,14 +306,16 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
     """For each queue (default: every configured one) by full name: its
     ``pools`` (getSubmitPoolsForQueue) and the ``waiting`` jobs it could run.
 
-    A task queue counts for a queue if the static phase of the match
-    framework allows it there: its SubmitPool is one of the queue's pools
-    (or it has none), the scheduling rules (Site, BannedSite, Platform,
-    CPUTime, Tags, NumberOfProcessors) and a Requirements expression allow
-    the queue, and the global and queue levels could ever offer what it
-    requests. Pilots are not sent for jobs the queue can never run, nor for
-    jobs of an advance reservation that is not running at ``now`` (default:
-    the current time) or holds nothing in the queue.
+    A task queue counts for a queue if the queue phase of the match
+    framework allows it there at ``now`` (default: the current time): its
+    static phase (its SubmitPool is one of the queue's pools, or it has
+    none; the scheduling rules, Site, BannedSite, Platform, CPUTime, Tags,
+    NumberOfProcessors, and a Requirements expression allow the queue; the
+    global and queue levels could ever offer what it requests), and what
+    the queue alone decides now. Pilots are not sent for jobs the queue can
+    never run, nor for jobs of an advance reservation that is not running
+    or holds nothing in the queue, nor for jobs without a runtime limit
+    (h_rt) to a queue an advance reservation holds as a whole.
 
     ``eligible`` counts every job the queue could run; ``waiting`` shares
     each job among the queues that could run it (a job eligible on four
@@ -334,20 +334,15 @@ def waiting_jobs_per_queue(runtime: Runtime, queues: Sequence[QueueRef] | None =
             out[ref.name] = {"pools": pools_db.get_pools_for_queue(conn, ref.site, ref.ce, ref.queue), "waiting": 0}
     static = static_verdicts(runtime)
     snapshot = reservations_service.snapshot(runtime, now or datetime.now(timezone.utc))
-
-    def sends_pilots(ctx: MatchContext, tq: TaskQueueView) -> bool:
-        ar_id = tq.definition.reservation
-        if ar_id is not None and reservation_rules.queue_denial(snapshot, ar_id, ctx.request.ref.name) is not None:
-            return False
-        return framework.evaluate(LAYERS, ctx, tq, static_only=True, cache=static).allowed
-
     eligible_on: dict[int, list[str]] = {}
     for ref in refs:
         entry = out[ref.name]
         entry["eligible"] = 0
-        ctx = queue_context(runtime, ref, tuple(entry["pools"]))
+        ctx = queue_context(runtime, ref, tuple(entry["pools"]), reservations=snapshot)
         for tq_id, _, _, count in waiting:
-            if tq_id in views and sends_pilots(ctx, views[tq_id]):
+            # The static verdict is the Matcher's (cached); the queue phase adds what time decides.
+            if tq_id in views and framework.evaluate(LAYERS, ctx, views[tq_id], queue_only=True,
+                                                     cache=static).allowed:
                 entry["eligible"] += count
                 eligible_on.setdefault(tq_id, []).append(ref.name)
     shares: dict[str, float] = {}

@@ -13,7 +13,6 @@ from wms.core.task_queues import TaskQueueDefinition
 from wms.core.optimizers import Job
 from wms.core.identity import Identity
 from wms.core.paging import Page
-from wms.core.optimizers.job_scheduling import scheduling_request
 from wms.core.resources import QueueRef
 from wms.core.states import JobStatus
 from wms.db.engine import reading
@@ -76,29 +75,13 @@ def _pool_view(row: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def explain_job(runtime: Runtime, job: Job) -> dict[str, Any]:
-    """Every queue of the job's VO, eligible or with the first static reason it is not."""
-    resources = runtime.resources_for(job.vo)
-    pool_doc = job.pool.requirements if job.pool is not None else None
-    eligible = {ref.name for ref in job.queues or []}
-    rejected: dict[str, str] = {}
-    types = runtime.config.parameter_types
-    request = scheduling_request(job, runtime.config.settings.cpu_time_segments)
-    for ref in resources.queues():
-        if ref.name in eligible:
-            continue
-        params = resources.queue_parameters(ref)
-        reason = pools.queue_rejection(pool_doc, params, types) if pool_doc is not None else None
-        if reason is None:
-            reason = scheduling.rejection(request, ref, params)
-        rejected[ref.name] = reason or "not eligible"
-    # What the scheduling rules allow, the match framework's static phase may still deny (a -l request
-    # no level could ever offer, -q): the same judgement as `wms submit`'s warning and the SiteDirector's.
-    for name, reason in feasibility.static_judgement(runtime, job).items():
-        if name in eligible and reason is not None:
-            eligible.discard(name)
-            rejected[name] = reason
-    return {"eligible": sorted(eligible), "rejected": rejected}
+def explain_job(runtime: Runtime, job: Job, now: datetime) -> dict[str, Any]:
+    """Every queue of the job's VO, eligible or with the reason it is not: the
+    match framework's queue phase at ``now`` (feasibility.queue_judgement),
+    the judgement the SiteDirector makes before it sends pilots."""
+    judged = feasibility.queue_judgement(runtime, job, now)
+    return {"eligible": sorted(name for name, reason in judged.items() if reason is None),
+            "rejected": {name: reason for name, reason in judged.items() if reason is not None}}
 
 
 def match_queues_for_text(runtime: Runtime, identity: Identity, source: str, text: str, now: datetime) -> dict[str, Any]:
@@ -107,7 +90,7 @@ def match_queues_for_text(runtime: Runtime, identity: Identity, source: str, tex
     parsed = parse_sources([(source, text)], SubmitOptions(), settings.max_jobs_per_submission,
                            settings.limits.core())
     [job] = run_chain(runtime, runtime.chain_env(now), identity, parsed[:1])
-    return explain_job(runtime, job)
+    return explain_job(runtime, job, now)
 
 
 def match_queues_for_job(runtime: Runtime, identity: Identity, job_id: int, now: datetime) -> dict[str, Any]:

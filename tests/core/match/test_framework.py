@@ -3,6 +3,7 @@ evaluator; and each layer alone, table-driven."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -10,8 +11,8 @@ import pytest
 from wms.core.complexes import ComplexTable
 from wms.core.match import framework, levels
 from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
-from wms.core.match.layer import BaseLayer, Debit
-from wms.core.match.pools import REASON_POOL, PoolsLayer
+from wms.core.match.layer import BaseLayer, Debit, QueueLayer, ScoreLayer
+from wms.core.match.pools import REASON_POOL, PoolRules, PoolsLayer, listed_reason
 from wms.core.match.requirements import (
     REASON_CPU_TIME_LEFT, REASON_EXPRESSION, REASON_EXPRESSION_STATIC, REASON_PILOT_PLATFORM, RequirementsLayer,
 )
@@ -191,3 +192,109 @@ def test_level_layers(level, queue_values, hard, host, code):
     layer = next(lv for lv in levels.LEVEL_LAYERS if lv.name == level)
     verdict = layer.check(context(request(host=host), queue_values=queue_values), task_queue(hard=hard))
     assert verdict.code is code, verdict
+
+
+# ---------------------------------------------------------------- the queue and score phases
+class Queued(Fake):
+    """A layer with something to say about a queue alone."""
+
+    def __init__(self, name, queue=ALLOW, **answers):
+        super().__init__(name, **answers)
+        self._queue, self.queued = queue, []
+
+    def queue(self, ctx, tq):
+        self.queued.append(ctx.request.host)
+        return self._queue
+
+
+class Scored(Fake):
+    def __init__(self, name, score=0, **answers):
+        super().__init__(name, **answers)
+        self._score = score
+
+    def score(self, ctx, tq):
+        if isinstance(self._score, Exception):
+            raise self._score
+        return self._score
+
+
+def test_the_queue_phase_asks_its_layers_without_the_pilot_and_never_the_request_phase():
+    queued = Queued("r", queue=not_now("r", "not started"))
+    layers = [Fake("a", check=not_now("a", "busy")), queued]
+    decided = framework.evaluate(layers, context(), task_queue(), queue_only=True)
+    assert (decided.verdict.layer, decided.verdict.reason) == ("r", "not started")
+    every = framework.evaluate(layers, context(), task_queue(), queue_only=True, stop_at_first=False)
+    assert every.verdict == decided.verdict and [v.code for _, v in every.layers] == [Code.OK, Code.NOT_NOW]
+    assert queued.queued == ["", ""]
+    # Without queue_only the request phase judges it (with the pilot), and the queue phase is not asked.
+    framework.evaluate(layers, context(), task_queue())
+    assert queued.queued == ["", ""]
+
+
+def test_a_static_denial_outranks_the_queue_phase_which_is_then_not_asked():
+    queued = Queued("r", queue=not_now("r", "not started"))
+    decided = framework.evaluate([queued, Fake("b", static=never("b", "never here"))], context(), task_queue(),
+                                 queue_only=True)
+    assert (decided.verdict.layer, decided.verdict.code) == ("b", Code.NEVER) and queued.queued == []
+
+
+@pytest.mark.parametrize("scores, score", [((), 0), ((0,), 0), ((2,), 2), ((1, 2), 3)])
+def test_the_score_phase_sums_the_scores_of_an_allowed_task_queue(scores, score):
+    layers = [Fake("a"), *(Scored(f"s{i}", s) for i, s in enumerate(scores))]
+    for stop_at_first in (True, False):
+        decided = framework.evaluate(layers, context(), task_queue(), stop_at_first=stop_at_first)
+        assert decided.allowed and decided.score == score
+
+
+def test_no_score_without_the_request_phase_nor_for_a_denied_task_queue():
+    scored = Scored("s", 5)
+    assert framework.evaluate([scored], context(), task_queue(), queue_only=True).score == 0
+    assert framework.evaluate([scored], context(), task_queue(), static_only=True).score == 0
+    denied = framework.evaluate([Fake("a", check=not_now("a", "busy")), scored], context(), task_queue())
+    assert not denied.allowed and denied.score == 0
+
+
+def test_a_layer_whose_score_raises_is_an_error_of_that_layer():
+    verdict = framework.evaluate([Scored("s", ZeroDivisionError("x"))], context(), task_queue()).verdict
+    assert verdict.code is Code.ERROR and verdict.layer == "s" and "ZeroDivisionError" in verdict.reason
+
+
+def test_the_phases_of_the_layers_in_their_order():
+    """The reservation layer alone judges a queue alone; the queue level alone scores (soft requests)."""
+    queue_layers = [layer.name for layer in framework.LAYERS if isinstance(layer, QueueLayer)]
+    score_layers = [layer.name for layer in framework.LAYERS if isinstance(layer, ScoreLayer)]
+    assert (queue_layers, score_layers) == (["reservation"], ["queue"])
+
+
+@pytest.mark.parametrize("soft, score", [({}, 0), ({"arch": "lx-amd64"}, 0), ({"arch": "lx-arm64"}, 1),
+                                         ({"arch": "lx-arm64", "num_proc": 16}, 2)])
+def test_the_queue_level_scores_the_soft_requests_the_pilot_misses(soft, score):
+    tq = dataclasses.replace(task_queue(), soft=soft)
+    ctx = context(request(load={"arch": "lx-amd64", "num_proc": 8}))
+    assert framework.evaluate(framework.LAYERS, ctx, tq).score == score == levels.soft_violations(ctx, tq)
+
+
+POOL_DOCS = {"P-rfc7": {"vo": "vo", "requirements": {"maxram": 4000}},
+             "P-expr": {"vo": "vo", "expression": "other.MaxRAM >= 4000"},
+             "P-fits": {"vo": "vo", "requirements": {"maxram": 1000}}}
+
+
+@pytest.mark.parametrize("pool, rules, cause", [
+    ("P-rfc7", None, None),                                 # no requirements known: no cause
+    ("P-rfc7", POOL_DOCS, "MaxRAM: queue offers 2000, job needs 4000"),
+    ("P-expr", POOL_DOCS, "Requirements expression is false for this queue"),
+    ("P-fits", POOL_DOCS, None),                            # the rule admits the queue: the map is older
+    ("P-gone", POOL_DOCS, None),
+])
+def test_the_pools_layer_gives_the_pools_own_cause_when_it_knows_the_requirements(pool, rules, cause):
+    ctx = context(request(pools=("other",)))
+    ctx.resources_for = lambda vo: SimpleNamespace(queue_parameter_map=lambda ref: ParameterMap(QUEUE_PARAMS),
+                                                   queue_parameters=lambda ref: dict(QUEUE_PARAMS))
+    if rules is not None:
+        ctx.pool_rules = PoolRules(rules, {})
+    verdict = framework.evaluate(framework.LAYERS, ctx, task_queue(pool=pool)).verdict
+    denial = REASON_POOL.format(pool=pool)
+    assert (verdict.layer, verdict.code, verdict.reason_code, verdict.reason) == (
+        "pools", Code.NEVER, "not-in-submit-pool", f"{denial}: {cause}" if cause else denial)
+    # A list of the job's queues (match-queues -v, submit's warning) gives the cause alone.
+    assert listed_reason(verdict) == (cause or denial)

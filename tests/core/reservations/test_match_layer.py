@@ -77,3 +77,34 @@ DEBIT = Debit("queue", QS, "slots", 1.0, 4.0)
 ])
 def test_debits(views, job, expected):
     assert adjust_debits(ctx(*views), job, [DEBIT]) == [expected]
+
+
+QUEUE_PHASE = [
+    ((), tq(), Code.OK, ""),
+    ((view(),), tq(), Code.NOT_NOW, REASON_NO_RUNTIME_LIMIT.format(ids="1")),    # held as a whole
+    ((view(host="h2"),), tq(), Code.OK, ""),                                      # some hosts only: a pilot's
+    ((view(),), tq(reservation=2), Code.NOT_NOW, REASON_UNKNOWN.format(ar_id=2)),
+    ((view(state="w", start=NOW + HOUR),), tq(reservation=1), Code.NOT_NOW,
+     "advance reservation 1 is not running (state w, starts 01/01/2030 11:00:00)"),
+    ((view(state="E", hard=True),), tq(reservation=1), Code.NOT_NOW, REASON_HARD_ERROR.format(ar_id=1)),
+    ((view(queue="S/c/other"),), tq(reservation=1), Code.NOT_NOW, REASON_OTHER_QUEUE.format(ar_id=1)),
+    ((view(host="h2"),), tq(reservation=1), Code.OK, ""),                         # the host is a pilot's
+]
+
+
+@pytest.mark.parametrize("views, job, code, reason", QUEUE_PHASE)
+def test_the_queue_phase_judges_the_queue_whatever_host(views, job, code, reason):
+    verdict = ReservationLayer().queue(ctx(*views, host=""), job)
+    assert (verdict.code, verdict.reason) == (code, reason)
+
+
+@pytest.mark.parametrize("views, job, code, reason", QUEUE_PHASE)
+@pytest.mark.parametrize("host", ["", "wn1", "h2"])
+def test_the_request_phase_denies_whatever_the_queue_phase_denies(views, job, code, reason, host):
+    """So the Matcher never hands out a job the SiteDirector sends no pilot for; and with no pilot
+    asking (`wms why`) it is the queue phase's verdict."""
+    verdict = ReservationLayer().check(ctx(*views, host=host), job)
+    if code is not Code.OK:
+        assert (verdict.code, verdict.reason) == (code, reason)
+    elif not host:
+        assert verdict.allowed

@@ -17,6 +17,7 @@ from wms.core.task_queues import TaskQueueDefinition
 from wms.core.scopes import GLOBAL_SCOPE, host_scope, queue_scope  # noqa: F401  (the levels' scopes)
 
 if TYPE_CHECKING:       # the layers that read these import this module
+    from wms.core.match.pools import PoolRules
     from wms.core.match.quotas import QuotaRequest
     from wms.core.match.reservations import Snapshot
 
@@ -94,6 +95,9 @@ class MatchContext:
     # Seconds of CPU a job's expression may take against this queue and pilot
     # (limits.evaluation_ms; wms.core.evaluation).
     evaluation_limit: float = 0.005
+    # The requirements of the pools a denial may name (match/pools.py), for
+    # the judgements that say why a queue is not in a pool; None elsewhere.
+    pool_rules: PoolRules | None = None
     _queue_params: dict[str | None, ParameterMap] = field(default_factory=dict)
 
     @property

@@ -16,6 +16,19 @@ four questions about a task queue on a context:
   reservations lower capacities or move a reservation's jobs to its own
   rows); most layers leave them as they are.
 
+Two more questions are extension points: only a layer that has something
+to say answers them, and the framework asks only those layers.
+
+* ``queue`` (:class:`QueueLayer`): what the queue alone decides now,
+  without a pilot and without usage (an advance reservation that is not
+  running, or that holds nothing in the queue): the queue phase, asked
+  when no pilot will be (the SiteDirector, ``wms match-queues``).
+  ``check`` must deny whatever ``queue`` denies, for every pilot: the
+  request phase judges the same thing with the pilot.
+* ``score`` (:class:`ScoreLayer`): how far a task queue every phase
+  allowed misses its preferences on this request (soft requests), 0 for
+  not at all; the lower the better.
+
 A layer never imports another: anything two layers share is a step of the
 framework or lives in this module.
 """
@@ -23,7 +36,7 @@ framework or lives in this module.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol, Sequence, runtime_checkable
 
 from wms.core.match.context import MatchContext, TaskQueueView
 from wms.core.match.verdict import ALLOW, Verdict
@@ -54,6 +67,24 @@ class Layer(Protocol):
     def debits(self, ctx: MatchContext, tq: TaskQueueView) -> list[Debit]: ...
 
     def adjust(self, ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]: ...
+
+
+@runtime_checkable
+class QueueLayer(Protocol):
+    """A layer with something to say about a queue alone (the queue phase)."""
+
+    name: str
+
+    def queue(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict: ...
+
+
+@runtime_checkable
+class ScoreLayer(Protocol):
+    """A layer that scores the task queues every phase allowed (the score phase)."""
+
+    name: str
+
+    def score(self, ctx: MatchContext, tq: TaskQueueView) -> int: ...
 
 
 class BaseLayer:

@@ -347,7 +347,20 @@ class LevelLayer(BaseLayer):
         return _level_debits(tq, level) + exclusive_debits(ctx, tq, level)
 
 
-LEVEL_LAYERS = tuple(LevelLayer(level) for level in LEVEL_ORDER)
+class QueueLevelLayer(LevelLayer):
+    """The queue level, which also scores the soft requests (the framework's
+    score phase). A soft request is judged against the whole hierarchy, as
+    a hard one is by the time the queue level is checked, so one level
+    scores it, the last: three would count each miss three times."""
+
+    def __init__(self) -> None:
+        super().__init__(QUEUE)
+
+    def score(self, ctx: MatchContext, tq: TaskQueueView) -> int:
+        return soft_violations(ctx, tq) if tq.soft else 0
+
+
+LEVEL_LAYERS = tuple(QueueLevelLayer() if level == QUEUE else LevelLayer(level) for level in LEVEL_ORDER)
 
 
 def soft_violations(ctx: MatchContext, tq: TaskQueueView) -> int:

@@ -14,7 +14,10 @@
   by what those reservations booked. A running reservation already holds
   its bookings in the usage rows, so only waiting ones reduce capacities.
 
-With no reservation the layer returns at once (``ctx.reservations`` is None).
+The queue phase judges the queue alone (a reservation's state, the queues
+it holds, the ones it holds as a whole); the request phase the same and
+the pilot's host. With no reservation the layer returns at once
+(``ctx.reservations`` is None).
 """
 
 from __future__ import annotations
@@ -76,8 +79,8 @@ class Snapshot:
     def get(self, ar_id: int) -> ReservationView | None:
         return self._by_id.get(ar_id)
 
-    def holding(self, queue: str, host: str) -> list[int]:
-        """The reservations that booked ``queue`` as a whole, or on ``host``."""
+    def holding(self, queue: str, host: str | None) -> list[int]:
+        """The reservations that booked ``queue`` as a whole, or on ``host`` (None: as a whole only)."""
         return sorted({ar_id for ar_id, bound in self._held.get(queue, ()) if bound is None or bound == host})
 
 
@@ -88,36 +91,35 @@ def _h_rt(tq: TaskQueueView) -> float | None:
 class ReservationLayer(BaseLayer):
     name = LAYER
 
+    def queue(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
+        """What the reservations decide for the queue whatever pilot asks (the
+        queue phase: the SiteDirector sends no pilot for a reservation that
+        has not started, or that holds nothing in the queue)."""
+        return _judged(ctx, tq, None)
+
     def check(self, ctx: MatchContext, tq: TaskQueueView) -> Verdict:
-        snap: Snapshot | None = ctx.reservations
-        ar_id = tq.definition.reservation
-        if ar_id is None:
-            if snap is None or _h_rt(tq) is not None:
-                return ALLOW
-            holding = snap.holding(ctx.request.ref.name, ctx.request.host)
-            if holding:
-                return not_now(LAYER, REASON_NO_RUNTIME_LIMIT, ids=", ".join(map(str, holding)))
-            return ALLOW
-        denial = queue_denial(snap, ar_id, ctx.request.ref.name)
-        if denial is not None:
-            return denial
-        view = snap.get(ar_id) if snap is not None else None
-        assert view is not None
-        hosts = {b[4] for b in view.bookings if b[3] == ctx.request.ref.name}
-        if None not in hosts and ctx.request.host not in hosts:
-            return not_now(LAYER, REASON_OTHER_HOST, ar_id=ar_id, host=ctx.request.host)
-        return ALLOW
+        """The queue phase's judgement and, with a pilot asking, its host's."""
+        if ctx.reservations is None and tq.definition.reservation is None:
+            return ALLOW        # no reservation anywhere: the common case, asked of every task queue
+        return _judged(ctx, tq, ctx.request.host or None)
 
     def adjust(self, ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:
         return adjust_debits(ctx, tq, debits)
 
 
-def queue_denial(snap: Snapshot | None, ar_id: int, queue: str) -> Verdict | None:
-    """Why no job of reservation ``ar_id`` may go to ``queue`` now, whatever the host (None: it may).
-
-    The Matcher asks it for every pilot of the queue; the SiteDirector asks
-    it before sending one, so no pilot goes out for a reservation that has
-    not started or that holds nothing in the queue."""
+def _judged(ctx: MatchContext, tq: TaskQueueView, host: str | None) -> Verdict:
+    """The layer's verdict on the pilot's queue, and on ``host`` unless None
+    (no pilot asks: what holds for every host of the queue). One function
+    for both phases, so the request phase denies whatever the queue phase does."""
+    snap: Snapshot | None = ctx.reservations
+    ar_id = tq.definition.reservation
+    if ar_id is None:
+        if snap is None or _h_rt(tq) is not None:
+            return ALLOW
+        holding = snap.holding(ctx.request.ref.name, host)
+        if holding:
+            return not_now(LAYER, REASON_NO_RUNTIME_LIMIT, ids=", ".join(map(str, holding)))
+        return ALLOW
     view = snap.get(ar_id) if snap is not None else None
     if view is None:
         return not_now(LAYER, REASON_UNKNOWN, ar_id=ar_id)
@@ -126,9 +128,13 @@ def queue_denial(snap: Snapshot | None, ar_id: int, queue: str) -> Verdict | Non
             return not_now(LAYER, REASON_HARD_ERROR, ar_id=ar_id)
         return not_now(LAYER, REASON_NOT_RUNNING, ar_id=ar_id, state=view.state,
                        start=view.start.strftime("%m/%d/%Y %H:%M:%S"))
-    if not any(b[3] == queue for b in view.bookings):
+    queue = ctx.request.ref.name
+    hosts = {b[4] for b in view.bookings if b[3] == queue}
+    if not hosts:
         return not_now(LAYER, REASON_OTHER_QUEUE, ar_id=ar_id)
-    return None
+    if host is not None and None not in hosts and host not in hosts:
+        return not_now(LAYER, REASON_OTHER_HOST, ar_id=ar_id, host=host)
+    return ALLOW
 
 
 def adjust_debits(ctx: MatchContext, tq: TaskQueueView, debits: Sequence[Debit]) -> list[Debit]:
