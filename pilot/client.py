@@ -151,6 +151,9 @@ class Client:
                         return json.loads(content) if content else None
                     detail = _detail(answer.read() or b"", getattr(answer, "reason", "") or f"HTTP {status}")
                     retry_header = answer.headers.get("Retry-After")
+                except BaseException:
+                    self.connections.close()      # cut off mid-answer: the connection can carry nothing more
+                    raise
                 finally:
                     self.connections.finished(answer)
                 transient = status == HTTPStatus.TOO_MANY_REQUESTS or status >= 500

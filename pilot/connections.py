@@ -75,12 +75,21 @@ class Connections:
         try:
             return _exchange(connection, method, target, body, headers)
         except _STALE:
-            connection.close()
+            self._drop()
             if not reused:
                 raise
+        except BaseException:
+            # A call that failed otherwise (a time-out, a reset mid-answer) leaves the
+            # connection in the middle of an exchange: it can carry no other call.
+            self._drop()
+            raise
         # The server closed the idle connection before it read the call: send it again on a new one.
         connection, _ = self._connection(timeout, fresh=True)
-        return _exchange(connection, method, target, body, headers)
+        try:
+            return _exchange(connection, method, target, body, headers)
+        except BaseException:
+            self._drop()
+            raise
 
     def finished(self, answer: Answer) -> None:
         """After the caller read what it wanted of ``answer``: a connection whose

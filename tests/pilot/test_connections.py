@@ -70,6 +70,23 @@ def test_a_connection_idle_past_the_servers_keep_alive_is_opened_anew(counted, t
     assert c.connections.opened == 2
 
 
+def test_a_call_that_timed_out_leaves_no_half_used_connection_behind(counted, tokens):
+    """A call whose answer does not come in time is given up; the next call
+    goes on a new connection (the old one is mid-exchange) and is answered."""
+    from tests.faults.netcuts import Weather
+
+    c = Client(f"http://127.0.0.1:{counted.port}", tokens["pilot"], timeout=0.5, retries=0, sleep=lambda s: None)
+    c.submit_pools(*LOCAL)
+    counted.weather = Weather(delay=2.0)
+    with pytest.raises(NetworkError, match="timed out"):
+        c.submit_pools(*LOCAL)
+    counted.weather = Weather()
+    time.sleep(2.5)                       # the delayed answer has gone by
+    for _ in range(3):
+        assert c.submit_pools(*LOCAL) is not None
+    assert c.connections.opened == 2
+
+
 def test_an_answer_not_read_to_its_end_gives_its_connection_up(counted, tokens):
     c = client(counted, tokens["pilot"])
     first = c.call("GET", "/matcher/submit-pools", query=dict(zip(("site", "ce", "queue"), LOCAL)),
