@@ -49,7 +49,7 @@ def test_cut_off_pilots_stop_their_copies_before_the_jobs_run_elsewhere(world):
     short cut, and one whose pilot never comes back."""
     cut_long, blip, answer_cut, answer_gone, spare = (world.link() for _ in range(5))
 
-    [long_job] = world.submit(20)     # long enough to be cut in the middle, whatever the set-up took
+    [long_job] = world.submit(45)     # long enough to be cut in the middle, whatever the set-up took
     world.pilot("long", cut_long, "--slots", "1")
     world.wait_running(long_job, "long")
 
@@ -57,7 +57,6 @@ def test_cut_off_pilots_stop_their_copies_before_the_jobs_run_elsewhere(world):
     world.pilot("blip", blip, "--slots", "1")
     world.wait_running(blip_job, "blip")
 
-    cut_long.cut()
     blip.cut()
     time.sleep(2)                        # the blip: 2 s, a third of what the pilot tolerates
     blip.heal()
@@ -75,6 +74,9 @@ def test_cut_off_pilots_stop_their_copies_before_the_jobs_run_elsewhere(world):
     wait_until(lambda: len(world.forwarder.answers_lost) == 2, timeout=patience(30), what="the second answer lost",
                details=world.details)
 
+    # Cut only now: the long job back in the queue any earlier would be the next job
+    # of whichever of the pilots above asked first (one task queue, the oldest job first).
+    cut_long.cut()
     world.pilot("spare", spare, "--slots", "2")
 
     # The long cut outlasts the running lease: the job runs again on the spare pilot; then the link heals.
