@@ -18,8 +18,8 @@ it goes on while the node is suspended, so a node that wakes after its
 lease has passed stops its copy at the next poll.
 
 Heartbeats run on a thread of their own, the first a second after the job
-starts (it ends the start window; a job over by then reports its end
-instead, one call fewer): a call that hangs on a cut network
+starts, sooner when little of the start window is left (it ends the start
+window; a job over by then reports its end instead, one call fewer): a call that hangs on a cut network
 never delays the monitor's signals, limits, or its noticing the payload's
 end. Each heartbeat is one try with a short timeout; a failed one is tried
 again soon, and the lease decides when to give up, not a count of retries.
@@ -148,9 +148,12 @@ class Heartbeats:
         # a job that has started (and perhaps ended) here. Not at once: a job
         # that ends within FIRST_WAIT reports its end instead, one call fewer
         # for the short jobs that are most of many VOs' work; never later than
-        # the first of the renewals the start window allows. Without a lease, as before.
-        span = self.lease.span
-        wait = min(FIRST_WAIT, max(MIN_WAIT, SHARE * span / RENEWALS)) if span is not None else self.interval
+        # a quarter of what is left of the start window's honoured share. Without a lease, as before.
+        # A start confirmed late (its first report's answer lost) has little of its
+        # window left: then the first goes at once, as the later ones would.
+        deadline = self.lease.deadline()
+        wait = self.interval if deadline is None else \
+            min(FIRST_WAIT, max(0.0, (deadline - self.lease.clock()) / RENEWALS))
         while not self._done.wait(wait):
             sent_at = self.lease.clock()
             self.sent += 1

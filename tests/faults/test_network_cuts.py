@@ -53,7 +53,7 @@ def test_cut_off_pilots_stop_their_copies_before_the_jobs_run_elsewhere(world):
     world.pilot("long", cut_long, "--slots", "1")
     world.wait_running(long_job, "long")
 
-    [blip_job] = world.submit(15)     # its pilot busy while the others are placed
+    [blip_job] = world.submit(30)     # its pilot busy until the others hold their jobs, however quick they are
     world.pilot("blip", blip, "--slots", "1")
     world.wait_running(blip_job, "blip")
 
