@@ -64,6 +64,12 @@ def config_dir(tmp_path_factory, redis_client) -> Path:
     return directory
 
 
+# This module's tasks go to a queue of its own worker alone: another module's
+# worker on the same Redis (tests of several modules interleave on one xdist
+# worker) must not run them against its own database.
+OWN_QUEUE = f"{DEFAULT_QUEUE}-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture(scope="module")
 def client_app(config_dir) -> AgentsCelery:
     app = AgentsCelery(config_dir=config_dir, set_as_current=False)
@@ -77,7 +83,7 @@ def start_worker(config_dir: Path, output: int | None) -> subprocess.Popen:
     env.pop("WMS_DATABASE_URL", None)
     env.pop("WMS_BROKER_URL", None)
     return subprocess.Popen(
-        [str(BIN / "celery"), "-A", "agents", "worker", "--pool", "solo", "-Q", DEFAULT_QUEUE,
+        [str(BIN / "celery"), "-A", "agents", "worker", "--pool", "solo", "-Q", f"{OWN_QUEUE},{DEFAULT_QUEUE}",
          "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--loglevel", "warning", "--without-heartbeat",
          "--without-gossip", "--without-mingle"],
         cwd=config_dir.parent, env=env, stdout=output, stderr=subprocess.STDOUT,
@@ -98,7 +104,7 @@ def worker(config_dir, client_app):
 
 
 def result_of(app: AgentsCelery, agent: str, worker: subprocess.Popen):
-    result = app.send_task(task_name(agent), queue=DEFAULT_QUEUE)
+    result = app.send_task(task_name(agent), queue=OWN_QUEUE)
     try:
         return result.get(timeout=RESULT_TIMEOUT)
     except Exception:
