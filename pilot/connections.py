@@ -84,7 +84,7 @@ class Connections:
             self._drop()
             raise
         # The server closed the idle connection before it read the call: send it again on a new one.
-        connection, _ = self._connection(timeout, fresh=True)
+        connection, _ = self._connection(timeout)
         try:
             return _exchange(connection, method, target, body, headers)
         except BaseException:
@@ -115,11 +115,11 @@ class Connections:
             connection.close()
         self._local.connection = None
 
-    def _connection(self, timeout: float, fresh: bool = False) -> tuple[http.client.HTTPConnection, bool]:
+    def _connection(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
         """This thread's connection and whether it served a call before."""
         connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
         idle = time.monotonic() - getattr(self._local, "last_used", 0.0)
-        if connection is not None and (fresh or idle > KEEP_IDLE or connection.sock is None):
+        if connection is not None and (idle > KEEP_IDLE or connection.sock is None):
             connection.close()
             connection = None
         if connection is None:

@@ -10,29 +10,19 @@ import threading
 
 import pytest
 
-from tests.helpers import ADMIN, ROLAND, run_concurrently
+from tests.helpers import ROLAND, run_concurrently
 from wms.core.errors import InvalidInput
 from wms.core.holds import parse_types
-from wms.core.match.context import PilotRequest
 from wms.db import jobs as jobs_db
 from wms.services import altering, holds, matcher
 from wms.services import jobs as jobs_service
 from wms.services.jobs import Selection
 from wms.services.submission import SubmitOptions, submit_jobs
+from tests.services.conftest import pilot, row
 
 pytestmark = pytest.mark.databases
 
 RUNNABLE = '[ Executable = "/bin/true"; CPUTime = 300; ]'
-
-
-def pilot(pilot_id: str) -> PilotRequest:
-    return PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn01", pilot_id=pilot_id,
-                        platform="x86_64-el9", cpu_time_left=200000, slots=1)
-
-
-def row(runtime, job_id: int) -> dict:
-    [found] = jobs_service.visible_jobs(runtime, ADMIN, [job_id])
-    return found
 
 
 def test_an_altered_job_is_filed_into_the_task_queue_and_pool_of_its_new_description(runtime, now):

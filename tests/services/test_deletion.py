@@ -12,22 +12,17 @@ from sqlalchemy import func, select
 
 from tests.helpers import ADMIN, OPERATOR, ROLAND
 from wms.core.errors import InvalidInput
-from wms.core.match.context import PilotRequest
 from wms.db.schema import job_debits, job_jdls, jobs, status_history
 from wms.services import leases
 from wms.services import deletion, matcher
 from wms.services import jobs as jobs_service
 from wms.services.jobs import Selection
 from wms.services.submission import SubmitOptions, submit_jobs
+from tests.services.conftest import pilot
 
 pytestmark = pytest.mark.databases
 
 RUNNABLE = '[ Executable = "/bin/true"; CPUTime = 300; Parameters = 2; ]'
-
-
-def pilot(pilot_id: str) -> PilotRequest:
-    return PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn01", pilot_id=pilot_id,
-                        platform="x86_64-el9", cpu_time_left=200000, slots=1)
 
 
 def count(runtime, table, job_ids) -> int:

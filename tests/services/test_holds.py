@@ -9,22 +9,17 @@ import pytest
 from sqlalchemy import select
 
 from tests.helpers import ADMIN, ROLAND, run_concurrently
-from wms.core.match.context import PilotRequest
 from wms.db.schema import jobs, status_history
 from wms.services import jobs as jobs_service
 from wms.services import matcher
 from wms.services.submission import SubmitOptions, submit_jobs
+from tests.services.conftest import pilot
 
 pytestmark = pytest.mark.databases
 
 # true on every queue's ad (no FreeSlots there); random(0) raises on a one-slot pilot
 RAISING = ('[ Executable = "/bin/true"; Parameters = 20; '
            "Requirements = other.FreeSlots is undefined || random(other.FreeSlots - 1) >= 0; ]")
-
-
-def pilot(pilot_id: str) -> PilotRequest:
-    return PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn01", pilot_id=pilot_id,
-                        platform="x86_64-el9", cpu_time_left=200000, slots=1)
 
 
 def test_matchers_holding_one_task_queue_at_once_hold_each_job_once(runtime, now):

@@ -13,7 +13,6 @@ from sqlalchemy import select
 from tests.helpers import ADMIN, ALICE, OPERATOR, ROLAND, as_pilot, run_concurrently
 from wms.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from wms.core.holds import parse_types
-from wms.core.match.context import PilotRequest
 from wms.db import matching as match_db
 from wms.db.schema import job_debits, job_holds, jobs
 from wms.services import leases
@@ -21,16 +20,12 @@ from wms.services import diagnosis, holds, matcher, submission
 from wms.services import jobs as jobs_service
 from wms.services.jobs import Selection
 from wms.services.submission import SubmitOptions, submit_jobs
+from tests.services.conftest import pilot
 
 pytestmark = pytest.mark.databases
 
 RUNNABLE = '[ Executable = "/bin/true"; CPUTime = 300; ]'
 USER_HOLD, OPERATOR_HOLD, SYSTEM_HOLD = parse_types("u"), parse_types("o"), parse_types("s")
-
-
-def pilot(pilot_id: str) -> PilotRequest:
-    return PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn01", pilot_id=pilot_id,
-                        platform="x86_64-el9", cpu_time_left=200000, slots=1)
 
 
 def submit(runtime, now, n: int = 1, who=ROLAND) -> list[int]:

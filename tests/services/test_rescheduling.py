@@ -10,9 +10,8 @@ import threading
 import pytest
 from sqlalchemy import select, update
 
-from tests.helpers import ADMIN, OPERATOR, ROLAND, as_pilot, run_concurrently
+from tests.helpers import OPERATOR, ROLAND, as_pilot, run_concurrently
 from wms.core.errors import Conflict, Forbidden, InvalidInput
-from wms.core.match.context import PilotRequest
 from wms.db.schema import jobs, task_queues
 from wms.db import task_queues as tq_db
 from wms.services import leases
@@ -20,24 +19,15 @@ from wms.services import matcher, rescheduling
 from wms.services import jobs as jobs_service
 from wms.services.jobs import Selection
 from wms.services.submission import SubmitOptions, submit_jobs
+from tests.services.conftest import pilot, row
 
 pytestmark = pytest.mark.databases
 
 RUNNABLE = '[ Executable = "/bin/true"; CPUTime = 300; ]'
 
 
-def pilot(pilot_id: str) -> PilotRequest:
-    return PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn01", pilot_id=pilot_id,
-                        platform="x86_64-el9", cpu_time_left=200000, slots=1)
-
-
 def ids(*job_ids: int) -> Selection:
     return Selection(job_ids=list(job_ids))
-
-
-def row(runtime, job_id: int) -> dict:
-    [found] = jobs_service.visible_jobs(runtime, ADMIN, [job_id])
-    return found
 
 
 def killed_job(runtime, now) -> int:

@@ -10,28 +10,18 @@ import threading
 
 import pytest
 
-from tests.helpers import ADMIN, ROLAND, as_pilot, run_concurrently
+from tests.helpers import ROLAND, as_pilot, run_concurrently
 from wms.core.errors import InvalidInput
-from wms.core.match.context import PilotRequest
 from wms.services import leases
 from wms.services import matcher, rescheduling
 from wms.services import jobs as jobs_service
 from wms.services.jobs import Selection
 from wms.services.submission import SubmitOptions, submit_jobs
+from tests.services.conftest import pilot, row
 
 pytestmark = pytest.mark.databases
 
 RETRIED = '[ Executable = "/bin/false"; CPUTime = 300; MaxRetries = 2; RetryOnExitCodes = {3, 75}; ]'
-
-
-def pilot(pilot_id: str) -> PilotRequest:
-    return PilotRequest(site="DIRAC.Local.ch", ce="localhost", queue="default", host="wn01", pilot_id=pilot_id,
-                        platform="x86_64-el9", cpu_time_left=200000, slots=1)
-
-
-def row(runtime, job_id: int) -> dict:
-    [found] = jobs_service.visible_jobs(runtime, ADMIN, [job_id])
-    return found
 
 
 def run_and_fail(runtime, now, job_id: int, exit_code: int, pilot_id: str) -> str | None:

@@ -848,22 +848,32 @@ def external_refs(expr_text: str) -> list[str]:
     left out. Uses ClassAd.externalRefs against an empty ad and drops the
     empty strings it returns.
     """
+    names: dict[str, str] = {}
+    for ref in _references(expr_text):
+        lowered = ref.lower()
+        for prefix in _TARGET_PREFIXES:
+            if lowered.startswith(prefix) and len(ref) > len(prefix):
+                name = _first_name(ref[len(prefix):])
+                names.setdefault(name.lower(), name)
+    return sorted(names.values(), key=str.lower)
+
+
+def _references(expr_text: str) -> list[str]:
+    """The references classad2 finds in *expr_text* (against an empty ad), stripped, empty ones left out."""
     expr, _owner = _compile(expr_text)
     try:
         refs = _EMPTY_AD.externalRefs(expr)
     except LIBRARY_ERRORS as exc:
         raise _eval_failed(expr_text, exc, None) from None
-    names: dict[str, str] = {}
-    for ref in refs:
-        ref = ref.strip()
-        lowered = ref.lower()
-        for prefix in _TARGET_PREFIXES:
-            if lowered.startswith(prefix) and len(ref) > len(prefix):
-                name = ref[len(prefix) :].split(".", 1)[0]
-                if name.startswith("'") and name.endswith("'") and len(name) > 1:
-                    name = _unquote_name(name)
-                names.setdefault(name.lower(), name)
-    return sorted(names.values(), key=str.lower)
+    return [ref for ref in (ref.strip() for ref in refs) if ref]
+
+
+def _first_name(ref: str) -> str:
+    """The first name of a reference (``info`` of ``info.Y``), a quoted one unquoted."""
+    name = ref.split(".", 1)[0]
+    if name.startswith("'") and name.endswith("'") and len(name) > 1:
+        name = _unquote_name(name)
+    return name
 
 
 def own_refs(expr_text: str, *, unscoped_only: bool = False) -> list[str]:
@@ -876,24 +886,16 @@ def own_refs(expr_text: str, *, unscoped_only: bool = False) -> list[str]:
     when the expression is evaluated, so these are the names to look for
     in the own ad, not all of them need be there.
     """
-    expr, _owner = _compile(expr_text)
-    try:
-        refs = _EMPTY_AD.externalRefs(expr)
-    except LIBRARY_ERRORS as exc:
-        raise _eval_failed(expr_text, exc, None) from None
     names: dict[str, str] = {}
-    for ref in refs:
-        ref = ref.strip()
+    for ref in _references(expr_text):
         lowered = ref.lower()
-        if not ref or lowered.startswith(_TARGET_PREFIXES):
+        if lowered.startswith(_TARGET_PREFIXES):
             continue
         if lowered.startswith("my.") and len(ref) > 3:
             if unscoped_only:
                 continue
             ref = ref[3:]
-        name = ref.split(".", 1)[0]
-        if name.startswith("'") and name.endswith("'") and len(name) > 1:
-            name = _unquote_name(name)
+        name = _first_name(ref)
         names.setdefault(name.lower(), name)
     if unscoped_only:
         # classad2 reports my.X as X: keep the names written at least once without a scope.
