@@ -32,6 +32,7 @@ starts one real sandbox to find out whether the node allows it.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -59,6 +60,22 @@ APPTAINER_ENV_PREFIX = "APPTAINERENV_"
 # agent). A site adds names with --job-env; the job's own Environment and
 # WMS_* come on top.
 INHERITED_ENV = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "SLURM_*", "SLURMD_NODENAME")
+
+# Variables that steer the dynamic loader or a shell before the program
+# they start runs a single instruction of its own (glibc's list of what it
+# ignores for set-user-ID programs, and the shell's own). The start of a
+# sandbox (the gate's shell, then bwrap or the site's container command)
+# runs outside its wall, with the pilot's rights: a job's LD_PRELOAD naming
+# a library of its input sandbox would run there, and a job's PATH would
+# choose which "bwrap" starts. So these processes get the pilot's own PATH
+# and none of the job's values, which are set inside the sandbox instead
+# (bwrap's --setenv; Apptainer's APPTAINERENV_*).
+LAUNCH_ENV_PREFIXES = ("LD_", "BASH_FUNC_")
+LAUNCH_ENV_NAMES = frozenset({
+    "PATH", "ENV", "BASH_ENV", "IFS", "CDPATH", "SHELLOPTS", "BASHOPTS", "PS4",
+    "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE",
+    "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR", "TZDIR",
+})
 
 PROBE_TIMEOUT = 20.0
 
@@ -110,23 +127,27 @@ class Isolation:
     def isolated(self) -> bool:
         return self.mode != NONE
 
-    def wrap(self, argv: Sequence[str], job_dir: Path) -> list[str]:
-        """The command that runs ``argv`` for the job in ``job_dir``, sandboxed."""
-        if self.mode == BUBBLEWRAP:
-            return [*bubblewrap_argv(job_dir, (*interpreter_paths(), *self.paths), self.bwrap), "--", *argv]
-        if self.mode == APPTAINER:
-            return [*command_argv(self.command, job_dir, self.image), *argv]
-        return list(argv)
-
-    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
-        """The environment to start the sandbox with, from the job's own
-        (and where the pilot's package is, as the job sees it)."""
-        if self.mode == BUBBLEWRAP:
-            return {**env, PILOT_PATH_ENV: pilot_path_inside()}
+    def launch(self, argv: Sequence[str], job_dir: Path, env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+        """The command and environment that start ``argv`` for the job in
+        ``job_dir`` with the job's environment ``env``, sandboxed: what
+        steers the start (:data:`LAUNCH_ENV_NAMES`) is the pilot's outside
+        and the job's inside."""
         if self.mode == NONE:
-            return {**env, PILOT_PATH_ENV: str(PILOT_HOME)}
+            return list(argv), {**env, PILOT_PATH_ENV: str(PILOT_HOME)}
+        outside = {k: v for k, v in env.items() if not steers_launch(k)}
+        outside["PATH"] = os.environ.get("PATH") or os.defpath
+        if self.mode == BUBBLEWRAP:
+            inside = {**env, PILOT_PATH_ENV: pilot_path_inside()}
+            settings = [word for k, v in inside.items() if steers_launch(k) for word in ("--setenv", k, v)]
+            if "PATH" not in inside:
+                settings += ["--unsetenv", "PATH"]
+            sandbox = bubblewrap_argv(job_dir, (*interpreter_paths(), *self.paths), program_path(self.bwrap))
+            return [*sandbox, *settings, "--", *argv], {**outside, PILOT_PATH_ENV: inside[PILOT_PATH_ENV]}
         # --containall cleans the environment; Apptainer passes these on.
-        return {**env, **{APPTAINER_ENV_PREFIX + k: v for k, v in env.items() if not k.startswith("APPTAINER")}}
+        command = command_argv(self.command, job_dir, self.image)
+        command[0] = program_path(command[0])
+        return [*command, *argv], {**outside, **{APPTAINER_ENV_PREFIX + k: v for k, v in env.items()
+                                                 if not k.startswith("APPTAINER")}}
 
     def describe(self) -> str:
         """One line for the pilot's log."""
@@ -171,6 +192,18 @@ def pilot_path_inside() -> str:
     return f"{SANDBOX_PILOT_DIR}/{PILOT_HOME.name}" if PILOT_HOME.is_file() else SANDBOX_PILOT_DIR
 
 
+def steers_launch(name: str) -> bool:
+    """Whether a variable steers the start of a program (:data:`LAUNCH_ENV_NAMES`)."""
+    return name in LAUNCH_ENV_NAMES or name.startswith(LAUNCH_ENV_PREFIXES)
+
+
+@functools.lru_cache(maxsize=8)
+def program_path(program: str) -> str:
+    """A sandbox tool's absolute path, found on the pilot's own PATH once
+    (never the job's); the name itself when it is not there (the probe says so)."""
+    return shutil.which(program, path=os.environ.get("PATH") or os.defpath) or program
+
+
 def command_argv(template: str, job_dir: Path, image: str) -> list[str]:
     """A site's command template split like a shell line, its placeholders filled."""
     return [word.replace("{job_dir}", str(job_dir)).replace("{image}", image) for word in shlex.split(template)]
@@ -208,10 +241,9 @@ def probe(isolation: Isolation, scratch: Path) -> str | None:
                                                                                   isolation.image)[0]
     if shutil.which(program) is None:
         return f"{program} is not installed (not found on PATH)"
-    argv = isolation.wrap(["true"], scratch)
+    argv, env = isolation.launch(["true"], scratch, inherited(os.environ))
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
-                              env=isolation.environment(inherited(os.environ)))
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{program} could not be started: {exc}"
     if done.returncode != 0:

@@ -83,6 +83,42 @@ def test_a_job_killed_by_a_signal_is_reported_so(tmp_path):
     assert (result.status, result.minor_status, result.exit_code) == ("Failed", "Killed by signal 15", 143)
 
 
+def test_the_jobs_loader_and_path_variables_reach_its_program_not_the_sandboxs_start(tmp_path):
+    # The gate's shell and bwrap run outside the sandbox with the pilot's
+    # rights. A job's LD_PRELOAD (a library from its input sandbox) would run
+    # code there, and a job's PATH would choose which "bwrap" starts. The
+    # loader says "cannot be preloaded" once for each process that reads the
+    # variable: here only the job's own shell.
+    job_dir = tmp_path / "11"
+    job_dir.mkdir()
+    fake = job_dir / "bwrap"
+    fake.write_text(f"#!/bin/sh\ntouch {tmp_path}/escaped\n")
+    fake.chmod(0o755)
+    environment = {"LD_PRELOAD": "/no/such/preload.so", "PATH": f"{job_dir}:/usr/bin:/bin",
+                   "BASH_ENV": "/no/such/rc", "WANTED": "yes"}
+    result, rec = isolated(11, 'echo "$LD_PRELOAD $PATH $BASH_ENV $WANTED"', tmp_path, environment=environment)
+    assert result.status == "Done", result
+    assert lines(rec) == [f"/no/such/preload.so {job_dir}:/usr/bin:/bin /no/such/rc yes"]
+    said = rec.outputs[0][1]
+    assert said.count("cannot be preloaded") == 1, said
+    assert not (tmp_path / "escaped").exists()
+
+
+def test_the_start_of_a_sandbox_gets_the_pilots_path_and_none_of_the_jobs_loader_variables(tmp_path):
+    env = {"PATH": "/job/bin", "LD_LIBRARY_PATH": "/job/lib", "BASH_FUNC_read%%": "() { :; }", "HOME": "/j"}
+    command, outside = SANDBOX.launch(["prog"], tmp_path, env)
+    assert outside["PATH"] == os.environ["PATH"] and outside["HOME"] == "/j"
+    assert not any(name.startswith(("LD_", "BASH_FUNC_")) for name in outside)
+    assert os.path.isabs(command[0]) and command[-2:] == ["--", "prog"]
+    settings = command[command.index("--setenv"):-2]
+    assert settings == ["--setenv", "PATH", "/job/bin", "--setenv", "LD_LIBRARY_PATH", "/job/lib",
+                        "--setenv", "BASH_FUNC_read%%", "() { :; }"]
+    site = Isolation(APPTAINER, command="bwrap --bind {job_dir} {job_dir}", image="unused")
+    command, outside = site.launch(["prog"], tmp_path, env)
+    assert os.path.isabs(command[0]) and "LD_LIBRARY_PATH" not in outside
+    assert outside["APPTAINERENV_LD_LIBRARY_PATH"] == "/job/lib" and outside["APPTAINERENV_PATH"] == "/job/bin"
+
+
 def test_a_program_the_sandbox_cannot_start(tmp_path):
     result, _ = run(JobSpec(job_id=6, executable="/no/such/program"), tmp_path, isolation=SANDBOX)
     assert (result.status, result.minor_status) == ("Failed", "Cannot start: execvp /no/such/program: "

@@ -422,24 +422,41 @@ def test_cannot_start(tmp_path):
 
 def test_a_job_waits_at_the_gate_until_its_pilot_lets_it_go(tmp_path):
     """The job's process is registered before it runs: if its pilot is gone
-    before saying go, the job never runs at all."""
+    before saying go, the job never runs at all; once told, it runs with
+    /dev/null for input, not the pipe it waited on."""
     import os
     import subprocess
-    import sys
 
-    from pilot.runner import GATE
+    from pilot.runner import GATE, GATE_SHELL
 
+    def gate(said: bytes, marker: Path) -> subprocess.Popen:
+        go_read, go_write = os.pipe()
+        started = subprocess.Popen([GATE_SHELL, "-c", GATE, "wms-gate", "/bin/sh", "-c", f"cat > {marker}"],
+                                   stdin=go_read)
+        os.close(go_read)
+        os.write(go_write, said)
+        os.close(go_write)                   # said, or the pilot died before "go"
+        return started
+
+    for said in (b"", b"x\n"):
+        marker = tmp_path / f"ran-{said!r}"
+        assert gate(said, marker).wait(timeout=60) == 0 and not marker.exists()
     marker = tmp_path / "ran"
-    go_read, go_write = os.pipe()
-    status_read, status_write = os.pipe()
-    gate = subprocess.Popen([sys.executable, "-c", GATE, str(go_read), str(status_write), "touch", str(marker)],
-                            pass_fds=(go_read, status_write))
-    os.close(go_read)
-    os.close(status_write)
-    os.close(go_write)                       # the pilot died before "go"
-    assert gate.wait(timeout=60) == 0 and not marker.exists()
-    assert os.read(status_read, 100) == b""
-    os.close(status_read)
+    assert gate(b"g\n", marker).wait(timeout=60) == 0 and marker.read_text() == ""
+
+
+def test_cannot_start_says_why_as_execvp_would(tmp_path):
+    from pilot.runner import exec_problem
+
+    (tmp_path / "not-executable").write_text("echo hi\n")
+    (tmp_path / "bin").mkdir()
+    assert exec_problem("/bin/sh", None, tmp_path) is None
+    assert exec_problem("sh", "/nowhere:/bin", tmp_path) is None
+    assert exec_problem("./not-executable", "/bin", tmp_path) == "[Errno 13] Permission denied: './not-executable'"
+    assert exec_problem("bin", "/nowhere", tmp_path) == "[Errno 2] No such file or directory: 'bin'"
+    assert exec_problem("./bin", "/bin", tmp_path) == "[Errno 13] Permission denied: './bin'"   # a directory
+    result, _ = run(JobSpec(job_id=27, executable="no-such-program-anywhere"), tmp_path)
+    assert result.minor_status == "Cannot start: [Errno 2] No such file or directory: 'no-such-program-anywhere'"
 
 
 def test_bad_arguments(tmp_path):
