@@ -322,31 +322,76 @@ def parse_proc_stat(text: str, clk_tck: int = CLK_TCK) -> ProcStat:
     return ProcStat(pid=pid, state=f[0], pgrp=int(f[2]), session=int(f[3]), cpu=ticks / clk_tck)
 
 
+def read_proc_stat(pid: int | str, proc: str = "/proc") -> ProcStat | None:
+    """One process's stat, or None when it is gone or unreadable (os calls:
+    pathlib's text layer cost the pilot more than the kernel's read)."""
+    try:
+        fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        return parse_proc_stat(data.decode(errors="replace"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def session_processes(session: int, proc: Path = Path("/proc")) -> list[ProcStat]:
-    """Every process of a session (the job's tree unless it called setsid)."""
-    found = []
+    """Every process of a session (the job's tree unless it called setsid).
+    It reads every process's stat on the node: a cost that grows with the
+    node's processes, so a sandboxed job's tree is walked instead
+    (:func:`tree_processes`)."""
     try:
         entries = os.listdir(proc)
     except OSError:
         return []
-    for name in entries:
-        if not name.isdigit():
-            continue
+    found = (read_proc_stat(name, str(proc)) for name in entries if name.isdigit())
+    return [st for st in found if st is not None and st.session == session]
+
+
+def descendants(pid: int, proc: str = "/proc") -> list[int]:
+    """The processes below ``pid``, from the kernel's lists of each thread's
+    children: a cost that grows with the job's processes, not the node's. In
+    a sandbox nothing leaves the tree (an orphan goes to the sandbox's init,
+    itself below the leader); outside one, a daemon's orphan goes to the
+    node's init, and only the session finds it."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
         try:
-            st = parse_proc_stat((proc / name / "stat").read_text())
-        except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile, or unreadable
-        if st.session == session:
-            found.append(st)
+            threads = os.listdir(f"{proc}/{parent}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                fd = os.open(f"{proc}/{parent}/task/{thread}/children", os.O_RDONLY)
+                try:
+                    children = [int(c) for c in os.read(fd, 1 << 16).split()]
+                finally:
+                    os.close(fd)
+            except (OSError, ValueError):
+                continue
+            found += children
+            todo += children
     return found
 
 
-def tree_cpu_seconds(session: int) -> float:
-    """CPU seconds used so far by the live processes of ``session``.
+def tree_processes(leader: int, session: int) -> list[ProcStat]:
+    """The leader and its descendants that are still in its session (a
+    recycled pid is in another)."""
+    found = (read_proc_stat(pid) for pid in (leader, *descendants(leader)))
+    return [st for st in found if st is not None and st.session == session]
+
+
+def tree_cpu_seconds(session: int, sandboxed: bool = False) -> float:
+    """CPU seconds used so far by the live processes of ``session`` (led by
+    its own id); in a sandbox, of the leader's tree.
 
     cutime/cstime fold in descendants already reaped by their parents.
     """
-    return sum(p.cpu for p in session_processes(session))
+    members = tree_processes(session, session) if sandboxed else session_processes(session)
+    return sum(p.cpu for p in members)
 
 
 def signal_tree(pgid: int, sig: int, spare_leader: bool = False) -> None:
@@ -356,14 +401,16 @@ def signal_tree(pgid: int, sig: int, spare_leader: bool = False) -> None:
     signal would end, taking the sandbox with it: only SIGKILL goes to the
     whole group, other signals to each process but the leader. (The
     sandbox's own init, PID 1 of its namespace, ignores the signals it has
-    no handler for, as the kernel rules for a namespace's init.)"""
+    no handler for, as the kernel rules for a namespace's init.) In a
+    sandbox the stragglers are the leader's tree, where a setsid cannot
+    take them."""
     whole_group = not spare_leader or sig == signal.SIGKILL
     if whole_group:
         try:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-    for p in session_processes(pgid):
+    for p in tree_processes(pgid, pgid) if spare_leader else session_processes(pgid):
         if p.state == "Z" or (whole_group and p.pgrp == pgid) or (not whole_group and p.pid == pgid):
             continue        # gone, reached by killpg, or the sandbox tool
         try:
@@ -546,7 +593,11 @@ class _Child:
             return
         # The zombie leader still holds the group id, so this cannot hit a
         # recycled group: clean away daemons the job left running.
-        signal_tree(self.pgid, signal.SIGKILL)
+        # A sandbox's tree is read before its leader dies (its orphans then
+        # go to the node's init); a session, once all of it has the signal.
+        left = self.processes() if self.sandboxed else []
+        signal_tree(self.pgid, signal.SIGKILL, spare_leader=self.sandboxed)
+        left = left or self.processes()
         try:
             _, status, rusage = os.wait4(self.pid, 0)
         except ChildProcessError:
@@ -561,8 +612,16 @@ class _Child:
         # stragglers are really gone, so that the job's end is the end of
         # every process it started.
         deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and any(p.state not in ("Z", "X") for p in session_processes(self.pgid)):
-            time.sleep(0.01)
+        while time.monotonic() < deadline and left:
+            left = [p for p in left if (now := read_proc_stat(p.pid)) is not None and now.session == self.pgid
+                    and now.state not in ("Z", "X")]
+            if left:
+                time.sleep(0.01)
+
+    def processes(self) -> list[ProcStat]:
+        """The job's live processes: its sandbox's tree, or its session."""
+        members = tree_processes(self.pgid, self.pgid) if self.sandboxed else session_processes(self.pgid)
+        return [p for p in members if p.state not in ("Z", "X")]
 
     def terminate(self, grace: float) -> None:
         """SIGTERM, ``grace`` seconds, SIGKILL; returns once the leader ended."""
@@ -839,7 +898,7 @@ def _watch(spec: JobSpec, job_dir: Path, reporter: Reporter, child: _Child, hear
             # In a sandbox the kernel's account of the job's CPU is lost with
             # the sandbox's init (it is not reaped by the pilot's child): the
             # samples are the figure, to within one poll.
-            cpu_seen = max(cpu_seen, tree_cpu_seconds(child.pgid))
+            cpu_seen = max(cpu_seen, tree_cpu_seconds(child.pgid, sandboxed))
         if limits.h_rt is not None and elapsed >= limits.h_rt:
             verdict = f"Exceeded h_rt ({_fmt_seconds(limits.h_rt)} s)"
         elif limits.cpu_time is not None and cpu_seen >= limits.cpu_time:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from pilot.runner import (
     read_tail,
     run_job,
     session_processes,
+    signal_tree,
     tree_cpu_seconds,
 )
 from tests.helpers import patience, wait_until
@@ -182,6 +184,29 @@ def test_tree_cpu_seconds_measures_a_busy_child(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_trees_processes_are_found_below_its_leader_not_by_reading_the_node(tmp_path):
+    # A sandbox's processes stay below its leader whatever they do (an
+    # orphan goes to the sandbox's init): the pilot walks the kernel's lists
+    # of children from the leader, a cost that grows with the job, not with
+    # every process on the node. Outside a sandbox an orphan leaves the tree
+    # and only the session finds it.
+    from pilot.runner import descendants, tree_processes
+
+    script = "sleep 60 & (sleep 60 &) ; echo $! > bg.pid; while [ ! -e stop ]; do sleep 0.05; done"
+    leader = subprocess.Popen([SH, "-c", script], cwd=tmp_path, start_new_session=True)
+    try:
+        wait_until(lambda: len(session_processes(leader.pid)) >= 4, timeout=60, what="the tree has started")
+        below = set(descendants(leader.pid))
+        session = {p.pid for p in session_processes(leader.pid)} - {leader.pid}
+        orphan = session - below
+        assert int((tmp_path / "bg.pid").read_text()) in below and len(orphan) == 1, (below, session)
+        assert {p.pid for p in tree_processes(leader.pid, leader.pid)} == {leader.pid, *below}
+        assert tree_processes(leader.pid, leader.pid + 1) == []          # not that session: a recycled pid
+    finally:
+        signal_tree(leader.pid, signal.SIGKILL)
+        leader.wait()
 
 
 def test_s_rt_warns_with_sigusr1_and_the_job_may_finish(tmp_path):
