@@ -211,9 +211,25 @@ class Client:
     def pilot_status(
         self, job_id: int, pilot_id: str, status: str, minor_status: str, exit_code: int | None,
         attempt: int | None = None, ended_ago: float | None = None,
+        output: tuple[str, str, bool] | None = None,
     ) -> dict[str, Any]:
-        body = {"pilot_id": pilot_id, "status": status, "minor_status": minor_status, "exit_code": exit_code,
-                "attempt": attempt, **({"ended_ago": round(ended_ago, 3)} if ended_ago is not None else {})}
+        """A job's status; at its end with its ``output`` (stdout, stderr,
+        truncated), stored with the status in one call. A server that does not
+        take the output there (HTTP 422) gets it as two calls, output first."""
+        body: dict[str, Any] = {"pilot_id": pilot_id, "status": status, "minor_status": minor_status,
+                                "exit_code": exit_code, "attempt": attempt,
+                                **({"ended_ago": round(ended_ago, 3)} if ended_ago is not None else {})}
+        if output is None:
+            return self.call("POST", f"/jobs/{job_id}/pilot-status", body)
+        stdout, stderr, truncated = output
+        try:
+            return self.call("POST", f"/jobs/{job_id}/pilot-status",
+                             {**body, "output": {"stdout": stdout, "stderr": stderr, "truncated": truncated}})
+        except ApiError as exc:
+            if exc.status != 422 or "output" not in str(exc):
+                raise
+        log.info("the server takes no output with a job's status (HTTP 422): sending it first")
+        self.output(job_id, pilot_id, stdout, stderr, truncated, attempt)
         return self.call("POST", f"/jobs/{job_id}/pilot-status", body)
 
     def renew_token(self, pilot_id: str, declaration: Mapping[str, Any] | None = None) -> dict[str, Any]:

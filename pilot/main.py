@@ -356,10 +356,9 @@ class Pilot:
         pid, client = self.s.pilot_id, self.client
         beat_timeout = call_timeout(self.s.http_timeout, spec.lease, spec.run_lease) if spec else None
         return Reporter(
-            status=lambda job_id, status, minor, code, ended_ago=None: client.pilot_status(
-                job_id, pid, status, minor, code, attempt, ended_ago=ended_ago),
+            status=lambda job_id, status, minor, code, ended_ago=None, output=None: client.pilot_status(
+                job_id, pid, status, minor, code, attempt, ended_ago=ended_ago, output=output),
             heartbeat=lambda job_id: bool(client.heartbeat(job_id, pid, attempt, timeout=beat_timeout).get("Kill")),
-            output=lambda job_id, out, err, cut: client.output(job_id, pid, out, err, cut, attempt),
             sandbox=SandboxCalls(
                 manifest=lambda job_id: client.sandbox(job_id, pid, attempt),
                 download=lambda job_id, name, target: client.download_input(job_id, pid, name, target, attempt),

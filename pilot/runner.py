@@ -238,10 +238,10 @@ class Reporter:
     :class:`~pilot.client.ClientError` (logged; the job goes on).
     """
 
-    # (job id, status, minor status, exit code[, seconds since the payload ended])
+    # (job id, status, minor status, exit code[, seconds since the payload ended][, output=(stdout,
+    # stderr, truncated)]): at the job's end the output goes with the status, stored with it or not at all.
     status: Callable[..., Any]
     heartbeat: Callable[[int], bool]  # True means: kill the job
-    output: Callable[[int, str, str, bool], Any]
     # The job's input and output files (pilot/sandboxes.py); None: no sandboxes.
     sandbox: SandboxCalls | None = None
 
@@ -980,15 +980,15 @@ def _watch(spec: JobSpec, job_dir: Path, reporter: Reporter, child: _Child, hear
     stderr, cut_err = ("", False) if spec.stderr_name == spec.stdout_name else \
         read_tail(job_dir / spec.stderr_name, output_limit)
     truncated = cut_out or cut_err
-    stored, error = _patiently(lambda: reporter.output(spec.job_id, stdout, stderr, truncated), "upload output",
-                               patience)
-    if stored is False:
-        return JobResult(spec.job_id, "Lost", "No longer this pilot's job", exit_code, job_dir, cpu, wall, truncated)
-    if stored is None:        # never Done without its output: say what happened
-        final, minor = "Failed", OUTPUT_LOST_MINOR.format(error=error)[:500]
+    # One call: the status and the output, stored together or not at all.
     # Each try says how long ago the payload ended: the server dates the end
     # by that, not by when the report (after the uploads) got through.
-    sent, _ = _patiently(lambda: reporter.status(spec.job_id, final, minor, exit_code, time.monotonic() - ended),
-                         f"report {final}", patience)
+    sent, error = _patiently(lambda: reporter.status(spec.job_id, final, minor, exit_code, time.monotonic() - ended,
+                                                     output=(stdout, stderr, truncated)),
+                             f"report {final} with the output", patience)
+    if sent is None:          # never Done without its output: say what happened
+        final, minor = "Failed", OUTPUT_LOST_MINOR.format(error=error)[:500]
+        sent, _ = _patiently(lambda: reporter.status(spec.job_id, final, minor, exit_code,
+                                                     time.monotonic() - ended), f"report {final}", patience)
     return JobResult(spec.job_id, "Lost" if sent is False else final, minor, exit_code, job_dir, cpu, wall,
                      truncated, reported=bool(sent))

@@ -32,7 +32,7 @@ def test_every_job_goes_through_every_stage_to_done(tmp_path):
     assert [len(summary["load_average"][when]) for when in ("start", "end")] == [3, 3]
     wms = summary["wms"]
     assert wms["done"] == 20 and wms["states"] == {"Done": 20}
-    assert wms["jobs_per_second"] == round(20 / wms["seconds"], 2)
+    assert wms["jobs_per_second"] == pytest.approx(20 / wms["seconds"], rel=0.01)     # both rounded
     assert 0 < wms["first_matched_after"] < wms["seconds"]
     assert [stage["stage"] for stage in wms["stages"]] == [name for name, _, _ in STAGES]
     for stage in wms["stages"]:
@@ -45,9 +45,9 @@ def test_every_job_goes_through_every_stage_to_done(tmp_path):
     assert 0 < cpu["payloads"] < cpu["pilots"]                # the jobs' processes are the pilots' children
     http = wms["http"]
     assert http["refused"] == 0 and http["by_route"]["POST /api/v1/jobs"] == 1
-    # Each job's Running and Done reports and its output, at least.
+    # Each job's Running report and its Done report, which carries its output.
     assert http["by_route"]["POST /api/v1/jobs/{job_id}/pilot-status"] >= 40
-    assert http["by_route"]["POST /api/v1/jobs/{job_id}/output"] >= 20
+    assert "POST /api/v1/jobs/{job_id}/output" not in http["by_route"]
     assert http["requests_per_job"] == round(http["requests"] / 20, 2)
 
 

@@ -34,7 +34,9 @@ class Recorder:
         self.t0 = time.monotonic()
 
     def status(self, job_id: int, status: str, minor: str, exit_code: int | None,
-               ended_ago: float | None = None) -> None:
+               ended_ago: float | None = None, output: tuple[str, str, bool] | None = None) -> None:
+        if output is not None:              # one call: the output first, as the server stores it
+            self.output(job_id, *output)
         self.calls.append(("status", job_id, status, minor, exit_code))
         self.ended_ago.append(ended_ago)
         if self.on_status:
@@ -57,7 +59,7 @@ class Recorder:
         self.outputs.append((stdout, stderr, truncated))
 
     def reporter(self) -> Reporter:
-        return Reporter(status=self.status, heartbeat=self.heartbeat, output=self.output)
+        return Reporter(status=self.status, heartbeat=self.heartbeat)
 
     @property
     def kinds(self) -> list[str]:

@@ -58,6 +58,23 @@ def test_calls_follow_the_contract(server, tokens, tmp_path):
     assert (row["Status"], row["MinorStatus"]) == ("Done", "Execution Complete")
 
 
+def test_a_jobs_end_carries_its_output_in_the_same_call(server, tokens, tmp_path):
+    c = client(server.url, tokens["pilot"])
+    job = matched_job(server, tokens, tmp_path, c)
+    with pytest.raises(ApiError) as err:         # output belongs to the end of a job
+        c.pilot_status(job, "pid", "Running", "Application", None, output=("out", "", False))
+    assert err.value.status == 400 and "not with Running" in err.value.detail
+    assert c.pilot_status(job, "pid", "Running", "Application", None) == {"JobID": job, "Status": "Running"}
+    assert c.pilot_status(job, "pid", "Done", "Execution Complete", 0, ended_ago=0.2,
+                          output=("out\n", "err\n", False)) == {"JobID": job, "Status": "Done"}
+    assert server.json("output", str(job), token=tokens["roland"]) == {
+        "JobID": job, "stdout": "out\n", "stderr": "err\n", "truncated": False}
+    # Refused (the job is over): nothing of it stored.
+    with pytest.raises(JobLost):
+        c.pilot_status(job, "pid", "Failed", "again", 1, output=("other", "", False))
+    assert server.json("output", str(job), token=tokens["roland"])["stdout"] == "out\n"
+
+
 def test_base_url_with_or_without_prefix():
     assert Client("http://h:1/", "t").base == "http://h:1/api/v1"
     assert Client("http://h:1/api/v1", "t").base == "http://h:1/api/v1"

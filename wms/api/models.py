@@ -174,6 +174,16 @@ class TokenRenewal(BaseModel):
                                        description="with isolation: why, in one line (e.g. why there is none)")
 
 
+class OutputText(BaseModel):
+    """A job's standard output and error as the pilot read them (their tails)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stdout: str = ""
+    stderr: str = ""
+    truncated: BodyBool = False
+
+
 class PilotStatus(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -189,6 +199,9 @@ class PilotStatus(BaseModel):
     # not the report's. A duration, not a time, so the node's clock offset
     # does not matter.
     ended_ago: float | None = Field(None, ge=0, le=10 ** 7, allow_inf_nan=False)
+    # Done/Failed: the job's output, stored in the same transaction as the
+    # status (one call a job fewer than POST /jobs/{id}/output, which stays).
+    output: OutputText | None = None
 
 
 class Heartbeat(BaseModel):

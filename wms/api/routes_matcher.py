@@ -75,8 +75,9 @@ def request_jobs(body: JobsRequest, runtime: RuntimeDep, now: NowDep, caller: Pi
 
 @router.post("/jobs/{job_id}/pilot-status", **answers(r.JobState, 409))
 def pilot_status(job_id: IdPath, body: PilotStatus, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> JSONResponse:
+    output = None if body.output is None else (body.output.stdout, body.output.stderr, body.output.truncated)
     answer = leases.pilot_status(runtime, caller, job_id, body.pilot_id, body.status, body.minor_status,
-                                  body.exit_code, now, attempt=body.attempt, ended_ago=body.ended_ago)
+                                  body.exit_code, now, attempt=body.attempt, ended_ago=body.ended_ago, output=output)
     if answer["Status"] == JobStatus.FAILED.value:
         rescheduling.retry_failed(runtime, job_id, now)     # when its JDL asks (MaxRetries)
     return JSONResponse(answer)

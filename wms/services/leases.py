@@ -43,12 +43,15 @@ PILOT_TRANSITIONS = {
 def pilot_status(
     runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, status: str, minor_status: str,
     exit_code: int | None, now: datetime, attempt: int | None = None, ended_ago: float | None = None,
+    output: tuple[str, str, bool] | None = None,
 ) -> dict[str, Any]:
     """The pilot confirms (Running) or finishes (Done/Failed) a job it holds.
 
     ``ended_ago`` (Done/Failed): seconds since the payload ended, by the
     pilot's clock; the job's end time is ``now`` less that (at most
     ``heartbeat_timeout``: a pilot silent longer would have lost the job).
+    ``output`` (Done/Failed): stdout, stderr and whether they were cut,
+    stored with the status in one transaction, or not at all.
 
     Running is idempotent before the job's first heartbeat: the same pilot
     repeating it (in the same attempt) is told again that the job is its own,
@@ -65,6 +68,8 @@ def pilot_status(
         raise InvalidInput(f"status must be Running, Done or Failed, got {status!r}") from None
     if new not in PILOT_TRANSITIONS:
         raise InvalidInput(f"status must be Running, Done or Failed, got {status!r}")
+    if output is not None and new is JobStatus.RUNNING:
+        raise InvalidInput("output comes with the end of a job (Done or Failed), not with Running")
     minor = minor_status or {JobStatus.RUNNING: "Job started", JobStatus.DONE: "Execution complete"}.get(new, "")
     values: dict[str, Any] = {"status": new.value, "minor_status": minor, "last_update_time": now}
     if new is JobStatus.RUNNING:
@@ -82,6 +87,8 @@ def pilot_status(
                                     "source": f"{SOURCE_PILOT} {pilot_id}", "time": now}])
         if new is not JobStatus.RUNNING:
             match_db.release_debits(conn, [job_id])
+        if output is not None:
+            match_db.store_output(conn, job_id, *output, now)
         return True
 
     _check_pilot(identity, pilot_id)
