@@ -52,8 +52,10 @@ def test_every_job_goes_through_every_stage_to_done(tmp_path):
 
 
 def test_the_table_says_the_rate_the_stages_and_the_cpu(tmp_path):
-    out = bench_e2e(tmp_path, "--jobs", "4", "--pilots", "1", "--slots", "2", "--isolation", "none").stdout
+    out = bench_e2e(tmp_path, "--jobs", "4", "--pilots", "1", "--slots", "2", "--isolation", "none",
+                    "--max-in-flight", "64").stdout
     assert "isolation none" in out and "wms: 4/4 Done in" in out and "at the start," in out
+    assert "max_in_flight 64" in out
     for name, _, _ in STAGES:
         assert name in out
     assert "CPU per job: server" in out and "database in the server (SQLite)" in out

@@ -46,7 +46,7 @@ from sqlalchemy import func, select
 from wms.backends.base import RUNNING
 from wms.backends.local import LocalBackend, stop_local_pilots
 from wms.bench.cpu import TICKS, ProcessMeter, database_meter, processes
-from wms.bench.over_http import Server
+from wms.bench.over_http import Server, set_backpressure
 from wms.bench.slurm import why_not_runnable
 from wms.bench.submit import bench_identity
 from wms.bench.timeline import JobTimes, stage_figures, throughput
@@ -86,8 +86,9 @@ def jdl(payload: list[str], jobs: int) -> str:
     return render_record(record)
 
 
-def e2e_config_dir(into: Path, pilots: int, slots: int, isolation: str) -> Path:
-    """The default configuration with one queue, the bench's, for ``pilots`` pilots of ``slots`` slots."""
+def e2e_config_dir(into: Path, pilots: int, slots: int, isolation: str, max_in_flight: int | None = None) -> Path:
+    """The default configuration with one queue, the bench's, for ``pilots``
+    pilots of ``slots`` slots; ``max_in_flight`` for the server if given."""
     target = into / "config"
     shutil.copytree(config_dir_from_env(None), target)
     queue = {"CPUTime": QUEUE_CPU_TIME, "Backend": "local", "NumberOfProcessors": slots,
@@ -95,6 +96,7 @@ def e2e_config_dir(into: Path, pilots: int, slots: int, isolation: str) -> Path:
              "complex_values": {"slots": pilots * slots}}
     resources = {"Sites": {QUEUE.site: {"CEs": {QUEUE.ce: {"Queues": {QUEUE.queue: queue}}}}}}
     (target / "resources.yaml").write_text(yaml.safe_dump(resources, sort_keys=False))
+    set_backpressure(target, {"max_in_flight": max_in_flight} if max_in_flight else None)
     return target
 
 
@@ -236,7 +238,7 @@ def children_cpu() -> float:
 
 
 def run_wms(url: str, args, tmp: Path, payload: list[str]) -> dict[str, Any]:
-    config_dir = e2e_config_dir(tmp, args.pilots, args.slots, args.isolation)
+    config_dir = e2e_config_dir(tmp, args.pilots, args.slots, args.isolation, getattr(args, "max_in_flight", None))
     engine = make_engine(url)
     upgrade(engine)
     runtime = Runtime.create(load_config(config_dir), engine)
@@ -330,7 +332,8 @@ def summarise(args, payload: list[str], wms: dict[str, Any], slurm: dict[str, An
     all_done = wms["done"] == args.jobs and (slurm is None or slurm["completed"] == args.jobs)
     return {"benchmark": "e2e", "database": args.database, "jobs": args.jobs, "payload": shlex.join(payload),
             "pilots": args.pilots, "slots_per_pilot": args.slots, "slots": args.pilots * args.slots,
-            "isolation": args.isolation, "workers": args.workers, "load_average": load_average,
+            "isolation": args.isolation, "workers": args.workers,
+            "max_in_flight": getattr(args, "max_in_flight", None), "load_average": load_average,
             "wms": wms, "slurm": slurm,
             "wms_over_slurm": round(rate / slurm_rate, 3) if rate and slurm_rate else None,
             "all_done": all_done}
@@ -343,7 +346,8 @@ def print_table(summary: dict[str, Any]) -> None:
     wms = summary["wms"]
     print(f"e2e on {summary['database']}: {summary['jobs']} jobs of {summary['payload']}, {summary['pilots']} pilots x "
           f"{summary['slots_per_pilot']} slots ({summary['slots']}), isolation {summary['isolation']}, "
-          f"{summary['workers']} server worker(s); load average (1, 5, 15 min) "
+          f"{summary['workers']} server worker(s), max_in_flight {summary.get('max_in_flight') or 'of wms.yaml'}; "
+          f"load average (1, 5, 15 min) "
           f"{' '.join(f'{x:.1f}' for x in summary['load_average']['start'])} at the start, "
           f"{' '.join(f'{x:.1f}' for x in summary['load_average']['end'])} at the end")
     print(f"wms: {wms['done']}/{summary['jobs']} Done in {shown(wms['seconds'], '{:.2f}')} s: "

@@ -65,6 +65,14 @@ IDLE_CLOSE = 4.0
 
 
 # ---------------------------------------------------------------- the server
+def set_backpressure(config_dir: Path, backpressure: dict[str, int] | None) -> None:
+    """Replace keys of the backpressure section of ``config_dir``'s wms.yaml."""
+    if backpressure:
+        settings = yaml.safe_load((config_dir / "wms.yaml").read_text()) or {}
+        settings.setdefault("backpressure", {}).update(backpressure)
+        (config_dir / "wms.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+
+
 def bench_config_dir(into: Path, backpressure: dict[str, int] | None = None) -> Path:
     """The configuration directory with room for every job (wms.bench.match.bench_config), on disk for a server;
     ``backpressure`` replaces keys of wms.yaml's backpressure section."""
@@ -84,10 +92,7 @@ def bench_config_dir(into: Path, backpressure: dict[str, int] | None = None) -> 
     cluster = yaml.safe_load((target / "cluster.yaml").read_text()) or {}
     cluster.setdefault("global", {})["complex_values"] = {"compiler_lic": SLOTS}
     (target / "cluster.yaml").write_text(yaml.safe_dump(cluster, sort_keys=False))
-    if backpressure:
-        settings = yaml.safe_load((target / "wms.yaml").read_text()) or {}
-        settings.setdefault("backpressure", {}).update(backpressure)
-        (target / "wms.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    set_backpressure(target, backpressure)
     return target
 
 

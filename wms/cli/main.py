@@ -846,6 +846,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--isolation", choices=["bubblewrap", "none"], default="bubblewrap",
                    help="the sandbox the pilots run payloads in (the queue's Isolation; default bubblewrap)")
     b.add_argument("--workers", type=_positive, default=1, help="wms server --workers")
+    b.add_argument("--max-in-flight", type=_positive, dest="max_in_flight",
+                   help="the server's backpressure.max_in_flight (default: wms.yaml's, 32); past it the pilots' "
+                        "calls are refused (429) and come back after Retry-After")
     b.add_argument("--against", choices=["slurm"],
                    help="slurm: then the same jobs as one job array of a private one-node Slurm with as many "
                         "CPUs as the pilots have slots, and the ratio of the two rates (root, slurm-wlm and munge)")
