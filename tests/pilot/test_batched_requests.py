@@ -1,7 +1,9 @@
 """The pilot's batched job request against a small real HTTP server: a busy
 answer (429 with Retry-After) is waited out and asked again, and a server
 without POST /matcher/request-jobs (404: older than the route) makes the
-pilot ask request-job, one job at a time, from then on."""
+pilot ask request-job, one job at a time, from then on; a server that
+takes no output with a job's status (422 for the field) gets the output,
+then the status, as two calls."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pilot.client import Client
+from pilot.client import ApiError, Client
 from tests.helpers import send_json, small_http_server
 from pilot.main import Pilot, Settings
 
@@ -94,3 +96,24 @@ def test_one_free_slot_asks_request_job_and_a_batch_leaves_jobs_for_the_other_wo
     pilot.give_back(1)
     pilot.take_job()                            # one slot free: request-job
     assert [path for path, _ in script.seen][-1] == "/api/v1/matcher/request-job"
+
+
+def test_a_server_that_takes_no_output_with_the_status_gets_two_calls_output_first(fake_server):
+    url, script = fake_server
+    script.answers["/api/v1/jobs/7/pilot-status"] = [
+        (422, {}, {"detail": "output: Extra inputs are not permitted"}),
+        (200, {}, {"JobID": 7, "Status": "Done"}),
+    ]
+    script.answers["/api/v1/jobs/7/output"] = [(204, {}, {})]
+    client = Client(url, "t", retries=0)
+    answer = client.pilot_status(7, "p1", "Done", "Execution Complete", 0, attempt=1, ended_ago=0.5,
+                                 output=("out", "err", False))
+    assert answer == {"JobID": 7, "Status": "Done"}
+    assert [path for path, _ in script.seen] == ["/api/v1/jobs/7/pilot-status", "/api/v1/jobs/7/output",
+                                                 "/api/v1/jobs/7/pilot-status"]
+    assert script.seen[1][1] == {"pilot_id": "p1", "stdout": "out", "stderr": "err", "truncated": False, "attempt": 1}
+    assert "output" in script.seen[0][1] and "output" not in script.seen[2][1]
+    # Any other 422 is the report's own fault: no second try.
+    script.answers["/api/v1/jobs/7/pilot-status"] = [(422, {}, {"detail": "exit_code: Input should be an integer"})]
+    with pytest.raises(ApiError):
+        client.pilot_status(7, "p1", "Done", "Execution Complete", 0, output=("out", "", False))
