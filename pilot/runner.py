@@ -384,14 +384,19 @@ def tree_processes(leader: int, session: int) -> list[ProcStat]:
     return [st for st in found if st is not None and st.session == session]
 
 
+def job_processes(leader: int, sandboxed: bool) -> list[ProcStat]:
+    """A job's processes, its leader's id also its group's and session's: in
+    a sandbox the leader's tree (nothing leaves it), else the session."""
+    return tree_processes(leader, leader) if sandboxed else session_processes(leader)
+
+
 def tree_cpu_seconds(session: int, sandboxed: bool = False) -> float:
     """CPU seconds used so far by the live processes of ``session`` (led by
     its own id); in a sandbox, of the leader's tree.
 
     cutime/cstime fold in descendants already reaped by their parents.
     """
-    members = tree_processes(session, session) if sandboxed else session_processes(session)
-    return sum(p.cpu for p in members)
+    return sum(p.cpu for p in job_processes(session, sandboxed))
 
 
 def signal_tree(pgid: int, sig: int, spare_leader: bool = False) -> None:
@@ -410,7 +415,7 @@ def signal_tree(pgid: int, sig: int, spare_leader: bool = False) -> None:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-    for p in tree_processes(pgid, pgid) if spare_leader else session_processes(pgid):
+    for p in job_processes(pgid, spare_leader):
         if p.state == "Z" or (whole_group and p.pgrp == pgid) or (not whole_group and p.pid == pgid):
             continue        # gone, reached by killpg, or the sandbox tool
         try:
@@ -595,9 +600,10 @@ class _Child:
         # recycled group: clean away daemons the job left running.
         # A sandbox's tree is read before its leader dies (its orphans then
         # go to the node's init); a session, once all of it has the signal.
-        left = self.processes() if self.sandboxed else []
+        left = self.processes() if self.sandboxed else None
         signal_tree(self.pgid, signal.SIGKILL, spare_leader=self.sandboxed)
-        left = left or self.processes()
+        if left is None:
+            left = self.processes()
         try:
             _, status, rusage = os.wait4(self.pid, 0)
         except ChildProcessError:
@@ -620,8 +626,7 @@ class _Child:
 
     def processes(self) -> list[ProcStat]:
         """The job's live processes: its sandbox's tree, or its session."""
-        members = tree_processes(self.pgid, self.pgid) if self.sandboxed else session_processes(self.pgid)
-        return [p for p in members if p.state not in ("Z", "X")]
+        return [p for p in job_processes(self.pgid, self.sandboxed) if p.state not in ("Z", "X")]
 
     def terminate(self, grace: float) -> None:
         """SIGTERM, ``grace`` seconds, SIGKILL; returns once the leader ended."""

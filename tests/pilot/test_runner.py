@@ -194,10 +194,12 @@ def test_a_trees_processes_are_found_below_its_leader_not_by_reading_the_node(tm
     # and only the session finds it.
     from pilot.runner import descendants, tree_processes
 
-    script = "sleep 60 & (sleep 60 &) ; echo $! > bg.pid; while [ ! -e stop ]; do sleep 0.05; done"
+    script = "sleep 60 & (sleep 60 &) ; echo $! > bg.pid; wait"         # no child comes and goes meanwhile
     leader = subprocess.Popen([SH, "-c", script], cwd=tmp_path, start_new_session=True)
     try:
-        wait_until(lambda: len(session_processes(leader.pid)) >= 4, timeout=60, what="the tree has started")
+        pid_file = tmp_path / "bg.pid"
+        wait_until(lambda: len(session_processes(leader.pid)) >= 3 and pid_file.exists() and pid_file.read_text(),
+                   timeout=60, what="the tree has started")
         below = set(descendants(leader.pid))
         session = {p.pid for p in session_processes(leader.pid)} - {leader.pid}
         orphan = session - below
