@@ -77,6 +77,7 @@ from pilot.leases import call_timeout
 from pilot.isolation import (APPTAINER, BUBBLEWRAP, DEFAULT_APPTAINER_COMMAND, MODES, NONE, Isolation, inherited,
                              probe, template_problem)
 from pilot.orphans import Sessions, end_orphans, private_dir
+from pilot.reports import Reports
 from pilot.probe import NodeInfo, cpu_count, hostname, probe_node
 from pilot.sandboxes import SandboxCalls
 from pilot.runner import DEFAULT_OUTPUT_LIMIT, DEFAULT_PATIENCE, JobSpec, Reporter, Stop, run_job
@@ -285,6 +286,7 @@ class Pilot:
                         "WMS_URL": client.base.removesuffix(API_PREFIX)}
         self.sessions = sessions
         self.client = client
+        self.reports = Reports(client)
         self.workdir = workdir
         self.stop = stop or Stop()
         self.started = time.monotonic()
@@ -356,7 +358,8 @@ class Pilot:
         pid, client = self.s.pilot_id, self.client
         beat_timeout = call_timeout(self.s.http_timeout, spec.lease, spec.run_lease) if spec else None
         return Reporter(
-            status=lambda job_id, status, minor, code, ended_ago=None, output=None: client.pilot_status(
+            # Through the slots' shared sender: one call for the reports made together.
+            status=lambda job_id, status, minor, code, ended_ago=None, output=None: self.reports.status(
                 job_id, pid, status, minor, code, attempt, ended_ago=ended_ago, output=output),
             heartbeat=lambda job_id: bool(client.heartbeat(job_id, pid, attempt, timeout=beat_timeout).get("Kill")),
             sandbox=SandboxCalls(

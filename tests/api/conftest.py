@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from fastapi.testclient import TestClient
 
 from tests.helpers import ADMIN, ANDRE, OPERATOR, PILOT, ROLAND, default_config
 from wms.api.app import create_app
+from wms.core.identity import Identity
 from wms.services.runtime import Runtime
 from wms.services.tokens import create_token
 
@@ -46,3 +47,19 @@ def as_user(client, tokens):
             return client.delete("/api/v1" + path, headers=self.headers)
 
     return Caller
+
+
+@pytest.fixture
+def caller(client):
+    """``caller(token)``: calls of the API as that token's holder."""
+    from tests.api.test_pilot_credentials import Caller
+    return lambda token: Caller(client, token)
+
+
+@pytest.fixture
+def pilot_of(runtime, caller):
+    """``pilot_of("p1")``: a caller with a token bound to pilot p1 (as the SiteDirector issues them)."""
+    def make(pilot_id: str, vo: str = "lhcb", lifetime: timedelta | None = timedelta(hours=1)):
+        identity = Identity(user="site-director", group=f"{vo}_pilot", vo=vo, role="pilot", pilot_id=pilot_id)
+        return caller(create_token(runtime.engine, identity, datetime.now(timezone.utc), lifetime=lifetime))
+    return make

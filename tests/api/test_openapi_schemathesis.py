@@ -184,6 +184,11 @@ def take_tour(server: ServerHandle, tokens: dict[str, str]) -> list[tuple[str, s
     call("user", "POST", "/jobs", json={"jdls": [{"source": "hello.jdl", "text": (EXAMPLES_DIR / "hello.jdl").read_text()}]})
     batch = call("tour-pilot", "POST", "/matcher/request-jobs", json={**request, "slots": 2, "count": 2}).json()
     assert len(batch["jobs"]) == 1 and batch["reason"], batch
+    # ... and reports its slots' jobs in one call each time: Running, then Done with the output
+    slot = {"job_id": batch["jobs"][0]["JobID"], "pilot_id": "tour-1", "attempt": batch["jobs"][0]["Attempt"]}
+    call("tour-pilot", "POST", "/jobs/pilot-status", json={"reports": [{**slot, "status": "Running"}]})
+    call("tour-pilot", "POST", "/jobs/pilot-status", json={"reports": [
+        {**slot, "status": "Done", "exit_code": 0, "output": {"stdout": "hello\n", "stderr": ""}}]})
 
     # a pilot as the SiteDirector records it
     with database(server) as engine:

@@ -277,6 +277,16 @@ def _report(suffix: str, extra: dict[str, Any]) -> Callable[[World, str], Call]:
     return make
 
 
+def _reports(w: World, caller: str) -> Call:
+    """A report in the call that carries several: a new job, ended by its pilot afterwards."""
+    job_id, attempt = w.hand_out()
+    body = {"reports": [{"job_id": job_id, "pilot_id": _speaks_as(caller), "attempt": attempt, "status": "Running"}]}
+    done = {"pilot_id": "matrix-own", "attempt": attempt, "status": "Done", "exit_code": 0}
+    # Another pilot's report is answered, refused inside as for a job that does not exist.
+    return Call("POST", API + "/jobs/pilot-status", body, shows=lambda answer: "Error" not in answer["results"][0],
+                cleanup=lambda: w.ok("own_pilot", "POST", f"/jobs/{job_id}/pilot-status", done))
+
+
 SANDBOX_FILE = b"a file of the job's output sandbox\n"
 
 
@@ -355,6 +365,7 @@ CALLS: dict[tuple[str, str], Callable[[World, str], Call]] = {
     ("POST", "/api/v1/match-queues"): lambda w, c: Call("POST", API + "/match-queues", {"text": CERN_ONLY}),
     ("POST", "/api/v1/matcher/request-job"): _request_job,
     ("POST", "/api/v1/matcher/request-jobs"): _request_jobs,
+    ("POST", "/api/v1/jobs/pilot-status"): _reports,
     ("POST", "/api/v1/jobs/{job_id}/pilot-status"): _report("/pilot-status", {"status": "Running"}),
     ("POST", "/api/v1/jobs/{job_id}/heartbeat"): _report("/heartbeat", {}),
     ("POST", "/api/v1/jobs/{job_id}/output"): _report("/output", {"stdout": "hello\n"}),

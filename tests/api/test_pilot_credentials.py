@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select
 
 from tests.helpers import PILOT, ROLAND, as_pilot
-from wms.core.identity import Identity
 from wms.db import pilots as pilots_db
 from wms.db import schema
 from wms.services.tokens import create_token, revoke_token, token_hash, token_id
@@ -30,20 +29,6 @@ class Caller:
 
     def post(self, path, body):
         return self.client.post("/api/v1" + path, headers=self.headers, json=body)
-
-
-@pytest.fixture
-def caller(client):
-    return lambda token: Caller(client, token)
-
-
-@pytest.fixture
-def pilot_of(runtime, caller):
-    """``pilot_of("p1")``: a caller with a token bound to pilot p1 (as the SiteDirector issues them)."""
-    def make(pilot_id: str, vo: str = "lhcb", lifetime: timedelta | None = timedelta(hours=1)) -> Caller:
-        identity = Identity(user="site-director", group=f"{vo}_pilot", vo=vo, role="pilot", pilot_id=pilot_id)
-        return caller(create_token(runtime.engine, identity, datetime.now(timezone.utc), lifetime=lifetime))
-    return make
 
 
 def submit(caller, *texts) -> list[int]:

@@ -40,8 +40,6 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -49,7 +47,7 @@ from wms.api.deps import caller, clock_now
 from wms.api.routes_sandboxes import streams_body
 from wms.core.errors import InvalidInput, TooLarge, TooManyRequests, Unauthorized, Unavailable, WmsError
 from wms.core.limits import find_bad_character
-from wms.db.engine import is_statement_timeout
+from wms.db.engine import DATABASE_AWAY, is_statement_timeout
 from wms.logs import current_request_id, one_line, request_id_from, shown_query
 from wms.services.runtime import Runtime
 
@@ -97,14 +95,6 @@ def error_response(exc: WmsError) -> JSONResponse:
         # The rest of the body may still come, or never: the connection is not read again.
         headers = {"Connection": "close"}
     return JSONResponse(error_body(str(exc)), status_code=int(exc.status), headers=headers)
-
-
-#: What the database raises when it is away, or too busy to take a request
-#: (a connection refused or lost, a lock or deadlock it gave up on, no free
-#: connection in the pool in time): the caller should come back, not report
-#: a defect. A statement the database refuses as wrong (ProgrammingError,
-#: IntegrityError) is ours, and stays a 500.
-DATABASE_AWAY = (OperationalError, InterfaceError, PoolTimeout)
 
 
 def database_error_response(runtime: Runtime, exc: Exception) -> JSONResponse:

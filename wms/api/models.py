@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 
 from wms.core.holds import REASON_MAX
 from wms.core.limits import (APPLICATION_STATUS_MAX, APPLICATION_STATUS_PATTERN, CONTROL_JOBS_MAX, INT32_MAX,
-                              INT64_MAX, MATCH_BATCH_MAX)
+                              INT64_MAX, MATCH_BATCH_MAX, PILOT_REPORTS_MAX)
 from wms.core.pilot_backends import ISOLATION_MODES
 
 # One line of text: no control character nor line separator.
@@ -198,10 +198,24 @@ class PilotStatus(BaseModel):
     # (its output was stored meanwhile): the job's end time is the payload's,
     # not the report's. A duration, not a time, so the node's clock offset
     # does not matter.
-    ended_ago: float | None = Field(None, ge=0, le=10 ** 7, allow_inf_nan=False)
+    ended_ago: BodyFloat | None = Field(None, ge=0, le=10 ** 7, allow_inf_nan=False)
     # Done/Failed: the job's output, stored in the same transaction as the
     # status (one call a job fewer than POST /jobs/{id}/output, which stays).
     output: OutputText | None = None
+
+
+class JobPilotStatus(PilotStatus):
+    """One job's report in a call that carries several."""
+
+    job_id: BodyInt64
+
+
+class PilotStatuses(BaseModel):
+    """The reports of several jobs of a pilot's slots, taken in order, each on its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reports: list[JobPilotStatus] = Field(min_length=1, max_length=PILOT_REPORTS_MAX)
 
 
 class Heartbeat(BaseModel):

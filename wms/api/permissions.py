@@ -71,6 +71,7 @@ DELETE /api/v1/jobs/{job_id}                       401 401 401 ok  404    404   
 POST   /api/v1/match-queues                        401 401 401 ok  ok     ok     403    403 ok  ok  403 401
 POST   /api/v1/matcher/request-job                 401 401 401 403 403    403    ok     ok  ok  ok  403 401
 POST   /api/v1/matcher/request-jobs                401 401 401 403 403    403    ok     ok  ok  ok  403 401
+POST   /api/v1/jobs/pilot-status                   401 401 401 403 403    403    hidden ok  ok  ok  403 401
 POST   /api/v1/jobs/{job_id}/pilot-status          401 401 401 403 403    403    404    ok  ok  ok  403 401
 POST   /api/v1/jobs/{job_id}/heartbeat             401 401 401 403 403    403    404    ok  ok  ok  403 401
 POST   /api/v1/jobs/{job_id}/output                401 401 401 403 403    403    404    ok  ok  ok  403 401

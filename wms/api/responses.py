@@ -306,6 +306,26 @@ class JobState(Answer):
     Status: str
 
 
+class ReportRefusal(Answer):
+    Status: int = Field(description="the HTTP status the report alone would have been answered with "
+                                    "(404, 409, 400, 403; 503: not taken, send it again)")
+    Detail: str
+
+
+class PilotStatusAnswer(Answer):
+    """One report's answer: its job's new status, or why it was refused."""
+
+    JobID: int
+    Status: str | None = Field(None, description="the job's status now, when the report was taken")
+    Error: ReportRefusal | None = Field(None, description="why the report was refused; nothing of it was recorded")
+
+
+class PilotStatusAnswers(Answer):
+    """POST /jobs/pilot-status: one answer per report, in the reports' order."""
+
+    results: list[PilotStatusAnswer]
+
+
 class ApplicationStatusAnswer(Answer):
     """setApplicationStatus: the job's minor status now."""
 

@@ -11,16 +11,16 @@ from fastapi.responses import JSONResponse
 from wms.api.deps import NowDep, RuntimeDep, require
 from wms.api.openapi import answers
 from wms.api import responses as r
-from wms.api.models import ComplexFile, Heartbeat, IdPath, JobOutput, JobRequest, JobsRequest, PilotStatus
+from wms.api.models import (ComplexFile, Heartbeat, IdPath, JobOutput, JobPilotStatus, JobRequest, JobsRequest,
+                            PilotStatus, PilotStatuses)
 from wms.core.identity import Identity
 from wms.core.match.context import PilotRequest
 from wms.services import complexes as complexes_service
 from wms.services import diagnosis
 from wms.services import jobs as jobs_service
 from wms.services import leases
-from wms.core.states import JobStatus
 from wms.services import matcher
-from wms.services import rescheduling
+from wms.services import pilot_reports
 from wms.services import tokens as tokens_service
 from wms.services.access import MANAGER, OPERATOR, OUTPUT, PILOT, USER, matching_vo
 
@@ -73,14 +73,23 @@ def request_jobs(body: JobsRequest, runtime: RuntimeDep, now: NowDep, caller: Pi
     return JSONResponse({"jobs": result.jobs, "reason": result.reason})
 
 
+@router.post("/jobs/pilot-status", **answers(r.PilotStatusAnswers))
+def pilot_statuses(body: PilotStatuses, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> JSONResponse:
+    """Several jobs' reports in one call (a pilot's slots'), each taken or refused on its
+    own as ``/jobs/{job_id}/pilot-status`` takes it; the answers in the reports' order."""
+    reports = [_status_report(report.job_id, report) for report in body.reports]
+    return JSONResponse({"results": pilot_reports.report_statuses(runtime, caller, reports, now)})
+
+
 @router.post("/jobs/{job_id}/pilot-status", **answers(r.JobState, 409))
 def pilot_status(job_id: IdPath, body: PilotStatus, runtime: RuntimeDep, now: NowDep, caller: Pilot) -> JSONResponse:
+    return JSONResponse(pilot_reports.report_status(runtime, caller, _status_report(job_id, body), now))
+
+
+def _status_report(job_id: int, body: PilotStatus | JobPilotStatus) -> pilot_reports.StatusReport:
     output = None if body.output is None else (body.output.stdout, body.output.stderr, body.output.truncated)
-    answer = leases.pilot_status(runtime, caller, job_id, body.pilot_id, body.status, body.minor_status,
-                                  body.exit_code, now, attempt=body.attempt, ended_ago=body.ended_ago, output=output)
-    if answer["Status"] == JobStatus.FAILED.value:
-        rescheduling.retry_failed(runtime, job_id, now)     # when its JDL asks (MaxRetries)
-    return JSONResponse(answer)
+    return pilot_reports.StatusReport(job_id, body.pilot_id, body.status, body.minor_status, body.exit_code,
+                                      body.attempt, body.ended_ago, output)
 
 
 @router.post("/jobs/{job_id}/heartbeat", **answers(r.HeartbeatAnswer, 409))

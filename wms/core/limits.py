@@ -36,6 +36,7 @@ __all__ = [
     "INT64_MAX",
     "Limits",
     "MATCH_BATCH_MAX",
+    "PILOT_REPORTS_MAX",
     "STORED",
     "check_text",
     "decode_utf8",
@@ -56,6 +57,10 @@ INT64_MAX = 2**63 - 1
 CONTROL_JOBS_MAX = 5_000
 #: The most jobs one batched match request (POST /matcher/request-jobs) may ask for.
 MATCH_BATCH_MAX = 64
+#: The most job reports one call of a pilot (POST /jobs/pilot-status) may carry:
+#: its slots' at a time. Each may hold a job's output, so the body's bound
+#: (limits.max_body) is the other limit.
+PILOT_REPORTS_MAX = 64
 #: A job's application status (POST /jobs/{id}/application-status): one line
 #: of at most this many characters, no control character nor line separator.
 APPLICATION_STATUS_MAX = 256

@@ -26,7 +26,8 @@ from sqlalchemy import Engine, Table, create_engine, event, text
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.engine.url import URL
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from wms.core.errors import ConfigError
 from wms.db import mariadb_connection
@@ -269,6 +270,14 @@ def is_retryable(exc: BaseException) -> bool:
 # exceeded (ER_STATEMENT_TIMEOUT).
 _PG_TIMEOUT = "57014"
 _MYSQL_TIMEOUT = 1969
+
+
+#: What the database raises when it is away, or too busy to take a request
+#: (a connection refused or lost, a lock or deadlock it gave up on, no free
+#: connection in the pool in time): the caller should come back, not report
+#: a defect. A statement the database refuses as wrong (ProgrammingError,
+#: IntegrityError) is ours, and stays a 500.
+DATABASE_AWAY = (OperationalError, InterfaceError, PoolTimeout)
 
 
 def is_statement_timeout(exc: BaseException) -> bool:

@@ -12,6 +12,8 @@ it quotes? (docs/architecture.md, "Leases", "Fencing".)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,6 +42,20 @@ PILOT_TRANSITIONS = {
 }
 
 
+@dataclass(frozen=True)
+class StatusReport:
+    """One job's status as the pilot that holds it reports it (see ``pilot_status``)."""
+
+    job_id: int
+    pilot_id: str
+    status: str
+    minor_status: str = ""
+    exit_code: int | None = None
+    attempt: int | None = None
+    ended_ago: float | None = None
+    output: tuple[str, str, bool] | None = None
+
+
 def pilot_status(
     runtime: Runtime, identity: Identity, job_id: int, pilot_id: str, status: str, minor_status: str,
     exit_code: int | None, now: datetime, attempt: int | None = None, ended_ago: float | None = None,
@@ -62,51 +78,110 @@ def pilot_status(
     hand-out the pilot quotes) because it was handed out again: the pilot
     must stop it.
     """
+    report = StatusReport(job_id, pilot_id, status, minor_status, exit_code, attempt, ended_ago, output)
+    [answer] = pilot_statuses(runtime, identity, [report], now)
+    if isinstance(answer, WmsError):
+        raise answer
+    return answer
+
+
+def pilot_statuses(runtime: Runtime, identity: Identity, reports: Sequence[StatusReport],
+                   now: datetime) -> list[dict[str, Any] | WmsError]:
+    """Several reports (a pilot's slots'), each taken or refused as
+    ``pilot_status`` takes it alone, answered in order: the answer, or the
+    error the single report raises. The ones taken are recorded in one
+    transaction (one history insert, one release of their debits, one
+    commit): a database that fails takes none of them, and the call fails
+    as any does. A job named twice refuses the call (InvalidInput).
+    """
+    seen: set[int] = set()
+    for report in reports:
+        if report.job_id in seen:
+            # Taken in one transaction, a job's second report would be answered
+            # otherwise than if it came after the first: one report a job a call.
+            raise InvalidInput(f"job {report.job_id} is reported twice: one report a job in a call")
+        seen.add(report.job_id)
+    answers: list[dict[str, Any] | WmsError | None] = []
+    changes: list[tuple[StatusReport, JobStatus, str, dict[str, Any]]] = []
+    for report in reports:
+        try:
+            _check_pilot(identity, report.pilot_id)
+            changes.append((report, *_status_change(runtime, report, now)))
+            answers.append(None)
+        except WmsError as exc:
+            answers.append(exc)
+
+    def change(conn: Connection) -> list[bool]:
+        taken = [_take(conn, report, new, minor, values, now) for report, new, minor, values in changes]
+        jobs_db.add_history(conn, [_history(report, new, minor, now)
+                                   for (report, new, minor, _), ok in zip(changes, taken) if ok])
+        match_db.release_debits(conn, [report.job_id for (report, new, _, _), ok in zip(changes, taken)
+                                       if ok and new is not JobStatus.RUNNING])
+        return taken
+
+    taken = run_in_transaction(runtime.engine, change) if changes else []
+    results = iter(zip(changes, taken))
+    for index, answer in enumerate(answers):
+        if answer is None:
+            (report, new, _, _), ok = next(results)
+            answers[index] = ({"JobID": report.job_id, "Status": new.value} if ok
+                              else _refusal(runtime, report, new, now))
+    return [a for a in answers if a is not None]
+
+
+def _status_change(runtime: Runtime, report: StatusReport, now: datetime) -> tuple[JobStatus, str, dict[str, Any]]:
+    """The new status, its minor status and the job's new values; InvalidInput for a report that makes no sense."""
     try:
-        new = JobStatus(status)
+        new = JobStatus(report.status)
     except ValueError:
-        raise InvalidInput(f"status must be Running, Done or Failed, got {status!r}") from None
+        raise InvalidInput(f"status must be Running, Done or Failed, got {report.status!r}") from None
     if new not in PILOT_TRANSITIONS:
-        raise InvalidInput(f"status must be Running, Done or Failed, got {status!r}")
-    if output is not None and new is JobStatus.RUNNING:
+        raise InvalidInput(f"status must be Running, Done or Failed, got {report.status!r}")
+    if report.output is not None and new is JobStatus.RUNNING:
         raise InvalidInput("output comes with the end of a job (Done or Failed), not with Running")
-    minor = minor_status or {JobStatus.RUNNING: "Job started", JobStatus.DONE: "Execution complete"}.get(new, "")
+    minor = report.minor_status or {JobStatus.RUNNING: "Job started", JobStatus.DONE: "Execution complete"}.get(new, "")
     values: dict[str, Any] = {"status": new.value, "minor_status": minor, "last_update_time": now}
     if new is JobStatus.RUNNING:
         # No heartbeat yet: the start window runs (reap_stalled) until the first one.
         values.update(start_time=now, heartbeat_time=None, lease_expires=None)
     else:
-        ago = min(ended_ago or 0.0, float(runtime.config.settings.heartbeat_timeout))
-        values.update(end_time=now - timedelta(seconds=ago), exit_code=exit_code, lease_expires=None)
+        ago = min(report.ended_ago or 0.0, float(runtime.config.settings.heartbeat_timeout))
+        values.update(end_time=now - timedelta(seconds=ago), exit_code=report.exit_code, lease_expires=None)
+    return new, minor, values
 
-    def change(conn: Connection) -> bool:
-        expect = [s.value for s in PILOT_TRANSITIONS[new]]
-        if not match_db.set_pilot_status(conn, job_id, pilot_id, expect, values, attempt):
-            return False
-        jobs_db.add_history(conn, [{"job_id": job_id, "status": new.value, "minor_status": minor,
-                                    "source": f"{SOURCE_PILOT} {pilot_id}", "time": now}])
-        if new is not JobStatus.RUNNING:
-            match_db.release_debits(conn, [job_id])
-        if output is not None:
-            match_db.store_output(conn, job_id, *output, now)
-        return True
 
-    _check_pilot(identity, pilot_id)
-    if not run_in_transaction(runtime.engine, change):
-        # A repeated Running report (its first answer was lost): the pilot asks
-        # whether the job is still its own, and may start it now if it is.
-        if new is JobStatus.RUNNING and run_in_transaction(
-                runtime.engine, lambda conn: match_db.reopen_start_window(conn, job_id, pilot_id, attempt, now)):
-            return {"JobID": job_id, "Status": new.value}
-        with reading(runtime.engine) as conn:
-            placement = match_db.job_placement(conn, job_id)
-        refusal = holder_refusal(job_id, placement, pilot_id, attempt)
-        if refusal is not None:
-            raise refusal
-        assert placement is not None
-        raise Conflict(f"job {job_id} is not held by pilot {pilot_id} in a state that allows {new.value} "
-                       f"(it is {placement['status']})")
-    return {"JobID": job_id, "Status": new.value}
+def _take(conn: Connection, report: StatusReport, new: JobStatus, minor: str, values: dict[str, Any],
+          now: datetime) -> bool:
+    """The job changed, when its pilot still holds it in a state that allows ``new``; its output stored."""
+    expect = [s.value for s in PILOT_TRANSITIONS[new]]
+    if not match_db.set_pilot_status(conn, report.job_id, report.pilot_id, expect, values, report.attempt):
+        return False
+    if report.output is not None:
+        match_db.store_output(conn, report.job_id, *report.output, now)
+    return True
+
+
+def _history(report: StatusReport, new: JobStatus, minor: str, now: datetime) -> dict[str, Any]:
+    return {"job_id": report.job_id, "status": new.value, "minor_status": minor,
+            "source": f"{SOURCE_PILOT} {report.pilot_id}", "time": now}
+
+
+def _refusal(runtime: Runtime, report: StatusReport, new: JobStatus, now: datetime) -> dict[str, Any] | WmsError:
+    """A report that changed nothing: a repeated Running answered again, else why it is refused."""
+    job_id, pilot_id, attempt = report.job_id, report.pilot_id, report.attempt
+    # A repeated Running report (its first answer was lost): the pilot asks
+    # whether the job is still its own, and may start it now if it is.
+    if new is JobStatus.RUNNING and run_in_transaction(
+            runtime.engine, lambda conn: match_db.reopen_start_window(conn, job_id, pilot_id, attempt, now)):
+        return {"JobID": job_id, "Status": new.value}
+    with reading(runtime.engine) as conn:
+        placement = match_db.job_placement(conn, job_id)
+    refusal = holder_refusal(job_id, placement, pilot_id, attempt)
+    if refusal is not None:
+        return refusal
+    assert placement is not None
+    return Conflict(f"job {job_id} is not held by pilot {pilot_id} in a state that allows {new.value} "
+                    f"(it is {placement['status']})")
 
 
 def holder_refusal(job_id: int, placement: dict[str, Any] | None, pilot_id: str,
