@@ -117,8 +117,9 @@ def test_the_numbers_move_as_a_pilot_matches_jobs(server, server_tokens, tmp_pat
     assert asked - same_everywhere(before, "wms_http_requests_total", route=REQUEST_JOB, status="200") >= 4
     assert same_everywhere(after, "wms_http_request_duration_seconds_count", route=REQUEST_JOB) == \
         same_everywhere(after, "wms_http_requests_total", route=REQUEST_JOB)
-    reports = "/api/v1/jobs/{job_id}/pilot-status"
-    assert same_everywhere(after, "wms_http_requests_total", route=reports, status="200") >= 6   # Running, Done
+    # The reports of the three jobs (Running, Done), several in a call when the slots report at once.
+    reports = "/api/v1/jobs/pilot-status"
+    assert same_everywhere(after, "wms_http_requests_total", route=reports, status="200") >= 2
     routes = after[0].labels("wms_http_requests_total", "route")
     assert not any(part.isdigit() for route in routes for part in route.split("/")), routes
 

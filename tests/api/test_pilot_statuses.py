@@ -63,21 +63,26 @@ def test_a_refused_report_refuses_only_itself_and_says_why_as_the_single_call_wo
     assert roland.post("/jobs/kill", {"job_ids": [killed]}).status_code == 200
     before = snapshot(runtime, theirs)
 
-    answer = statuses(pilot, report(job_mine, "Running"), report({**job_theirs}, "Running"),
-                      report(job_killed, "Running"), report(job_mine, "Paused"),
-                      {"job_id": 99999999, "pilot_id": "p1", "status": "Running"})
+    answer = statuses(pilot, report(job_mine, "Running"), report(job_theirs, "Running"),
+                      report(job_killed, "Running"), {"job_id": 99999999, "pilot_id": "p1", "status": "Running"})
     assert answer.status_code == 200, answer.text
     results = answer.json()["results"]
     assert results[0] == {"JobID": mine, "Status": "Running"}
     # Each refusal is the single call's: status and reason.
     for index, (job_id, body) in enumerate([(theirs, report(job_theirs, "Running")),
-                                            (killed, report(job_killed, "Running")),
-                                            (mine, report(job_mine, "Paused"))], start=1):
+                                            (killed, report(job_killed, "Running"))], start=1):
         alone = pilot.post(f"/jobs/{job_id}/pilot-status", {k: v for k, v in body.items() if k != "job_id"})
         assert results[index] == {"JobID": job_id, "Error": {"Status": alone.status_code,
                                                              "Detail": alone.json()["detail"]}}, alone.text
-    assert [r["Error"]["Status"] for r in results[1:]] == [404, 409, 400, 404]
-    assert results[4]["Error"]["Detail"] == "no such job: 99999999"
+    assert [r["Error"]["Status"] for r in results[1:]] == [404, 409, 404]
+    assert results[3]["Error"]["Detail"] == "no such job: 99999999"
+    # A status a pilot may not report: 400, and the report beside it taken.
+    [other] = submit(roland, HELLO)
+    [job_other] = hand_out(pilot, "p1", 1)
+    answer = statuses(pilot, report(job_other, "Paused"), report(job_mine, "Done", exit_code=0)).json()["results"]
+    assert answer == [{"JobID": other, "Error": {"Status": 400, "Detail": "status must be Running, Done or Failed, "
+                                                                          "got 'Paused'"}},
+                      {"JobID": mine, "Status": "Done"}]
     assert snapshot(runtime, theirs) == before          # another pilot's job: untouched
 
 
