@@ -20,7 +20,8 @@ after the heartbeat timeout and run twice. Two mechanisms prevent it:
   resubmission or a test suite, must not write over each other). A pilot
   starting on the same node ends the sessions of every predecessor whose
   pilot is gone, checking the start time so that a recycled pid is never
-  hit, and removes the file.
+  hit, and removes the file. The file is written when a job starts; a
+  job that ended stays listed until the next starts (or the pilot ends).
 
 What escapes: a payload process that calls ``setsid()`` again leaves the
 session and is beyond both (the limit of a user-space pilot without
@@ -111,10 +112,13 @@ class Sessions:
             self._save()
 
     def remove(self, sid: int) -> None:
+        # The registry on disk is rewritten at the next start, not now: a
+        # session that ended and is still listed is harmless there (its start
+        # time matches no process any more), and a file written twice a job
+        # was a fifth of a busy pilot's time.
         with self.lock:
             self.running.pop(sid, None)
             self._tell(f"-{sid}")
-            self._save()
 
     def close(self) -> None:
         """The pilot ends normally: the watchdog sees end-of-file with nothing to do."""

@@ -531,10 +531,18 @@ def reopen_start_window(conn: Connection, job_id: int, pilot_id: str, attempt: i
 
 
 def store_output(conn: Connection, job_id: int, stdout: str, stderr: str, truncated: bool, now: datetime) -> None:
-    conn.execute(delete(job_outputs).where(job_outputs.c.job_id == job_id))
-    conn.execute(
-        insert(job_outputs).values(job_id=job_id, stdout=stdout, stderr=stderr, truncated=truncated, updated=now)
-    )
+    store_outputs(conn, {job_id: (stdout, stderr, truncated)}, now)
+
+
+def store_outputs(conn: Connection, outputs: dict[int, tuple[str, str, bool]], now: datetime) -> None:
+    """Each job's output (stdout, stderr, truncated), in place of any it had: two statements for them all."""
+    if not outputs:
+        return
+    for chunk in chunked(sorted(outputs)):
+        conn.execute(delete(job_outputs).where(job_outputs.c.job_id.in_(chunk)))
+    conn.execute(insert(job_outputs), [
+        {"job_id": job_id, "stdout": stdout, "stderr": stderr, "truncated": truncated, "updated": now}
+        for job_id, (stdout, stderr, truncated) in sorted(outputs.items())])
 
 
 def get_output(conn: Connection, job_id: int) -> dict[str, Any] | None:

@@ -90,8 +90,8 @@ def pilot_statuses(runtime: Runtime, identity: Identity, reports: Sequence[Statu
     """Several reports (a pilot's slots'), each taken or refused as
     ``pilot_status`` takes it alone, answered in order: the answer, or the
     error the single report raises. The ones taken are recorded in one
-    transaction (one history insert, one release of their debits, one
-    commit): a database that fails takes none of them, and the call fails
+    transaction (one history insert, one store of their outputs, one
+    release of their debits, one commit): a database that fails takes none of them, and the call fails
     as any does. A job named twice refuses the call (InvalidInput).
     """
     seen: set[int] = set()
@@ -112,9 +112,11 @@ def pilot_statuses(runtime: Runtime, identity: Identity, reports: Sequence[Statu
             answers.append(exc)
 
     def change(conn: Connection) -> list[bool]:
-        taken = [_take(conn, report, new, minor, values, now) for report, new, minor, values in changes]
+        taken = [_take(conn, report, new, values) for report, new, _, values in changes]
         jobs_db.add_history(conn, [_history(report, new, minor, now)
                                    for (report, new, minor, _), ok in zip(changes, taken) if ok])
+        match_db.store_outputs(conn, {report.job_id: report.output for (report, _, _, _), ok in zip(changes, taken)
+                                      if ok and report.output is not None}, now)
         match_db.release_debits(conn, [report.job_id for (report, new, _, _), ok in zip(changes, taken)
                                        if ok and new is not JobStatus.RUNNING])
         return taken
@@ -150,15 +152,10 @@ def _status_change(runtime: Runtime, report: StatusReport, now: datetime) -> tup
     return new, minor, values
 
 
-def _take(conn: Connection, report: StatusReport, new: JobStatus, minor: str, values: dict[str, Any],
-          now: datetime) -> bool:
-    """The job changed, when its pilot still holds it in a state that allows ``new``; its output stored."""
+def _take(conn: Connection, report: StatusReport, new: JobStatus, values: dict[str, Any]) -> bool:
+    """The job changed, when its pilot still holds it in a state that allows ``new``."""
     expect = [s.value for s in PILOT_TRANSITIONS[new]]
-    if not match_db.set_pilot_status(conn, report.job_id, report.pilot_id, expect, values, report.attempt):
-        return False
-    if report.output is not None:
-        match_db.store_output(conn, report.job_id, *report.output, now)
-    return True
+    return match_db.set_pilot_status(conn, report.job_id, report.pilot_id, expect, values, report.attempt)
 
 
 def _history(report: StatusReport, new: JobStatus, minor: str, now: datetime) -> dict[str, Any]:
