@@ -399,8 +399,9 @@ def tree_cpu_seconds(session: int, sandboxed: bool = False) -> float:
     return sum(p.cpu for p in job_processes(session, sandboxed))
 
 
-def signal_tree(pgid: int, sig: int, spare_leader: bool = False) -> None:
-    """Send ``sig`` to the job's process group and to its session's stragglers.
+def signal_tree(pgid: int, sig: int, spare_leader: bool = False) -> list[ProcStat]:
+    """Send ``sig`` to the job's process group and to its session's stragglers;
+    returns the job's processes as found before the signal (job_processes).
 
     ``spare_leader``: the leader is the sandbox tool (bwrap), which a
     signal would end, taking the sandbox with it: only SIGKILL goes to the
@@ -415,13 +416,15 @@ def signal_tree(pgid: int, sig: int, spare_leader: bool = False) -> None:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-    for p in job_processes(pgid, spare_leader):
+    found = job_processes(pgid, spare_leader)
+    for p in found:
         if p.state == "Z" or (whole_group and p.pgrp == pgid) or (not whole_group and p.pid == pgid):
             continue        # gone, reached by killpg, or the sandbox tool
         try:
             os.kill(p.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+    return found
 
 
 def read_tail(path: Path, limit: int) -> tuple[str, bool]:
@@ -600,10 +603,12 @@ class _Child:
         # recycled group: clean away daemons the job left running.
         # A sandbox's tree is read before its leader dies (its orphans then
         # go to the node's init); a session, once all of it has the signal.
+        # A session, as the signal found it: one reading of the node's
+        # processes, not two (the wait below drops those that are gone).
         left = self.processes() if self.sandboxed else None
-        signal_tree(self.pgid, signal.SIGKILL, spare_leader=self.sandboxed)
+        found = signal_tree(self.pgid, signal.SIGKILL, spare_leader=self.sandboxed)
         if left is None:
-            left = self.processes()
+            left = [p for p in found if p.state not in ("Z", "X")]
         try:
             _, status, rusage = os.wait4(self.pid, 0)
         except ChildProcessError:
