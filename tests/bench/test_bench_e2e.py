@@ -102,3 +102,11 @@ def test_against_slurm_without_slurm_says_what_is_missing_before_running_anythin
     run = bench_e2e(tmp_path, "--against", "slurm", expect=1, path=str(tmp_path))
     assert "wms bench: --against slurm: a private Slurm needs the packages slurm-wlm" in run.stderr
     assert "(make test-packages)" in run.stderr and "submitting" not in run.stderr
+
+
+def test_a_machine_without_bwrap_is_told_so_at_once(tmp_path):
+    """Pilots that cannot isolate take none of the bench's jobs: said before anything starts."""
+    run = bench_e2e(tmp_path, "--jobs", "4", "--pilots", "1", "--slots", "2", expect=1, path=str(tmp_path))
+    assert run.stderr.strip().splitlines()[-1] == (
+        "wms bench: --isolation bubblewrap: bwrap is not installed (not found on PATH; make test-packages, as root, "
+        "installs it); or run the payloads unisolated (--isolation none)")

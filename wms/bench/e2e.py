@@ -31,6 +31,7 @@ import resource
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -299,9 +300,32 @@ def log_tails(tmp: Path, size: int = 1500) -> str:
     return "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-size:]}" for log in logs if log.exists())
 
 
+def sandbox_problem(isolation: str) -> str | None:
+    """Why the pilots could not start a bubblewrap sandbox here, or None. A
+    pilot that cannot isolate its payloads takes only its own user's jobs,
+    none of the bench's: the run would wait for the pilots to give up."""
+    if isolation != "bubblewrap":
+        return None
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bwrap is not installed (not found on PATH; make test-packages, as root, installs it)"
+    try:
+        done = subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "--", sys.executable, "-c", ""],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not be started: {exc}"
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"bwrap cannot make a sandbox here ({said[-1] if said else f'exit code {done.returncode}'})"
+    return None
+
+
 # ---------------------------------------------------------------- the command
 def run_e2e(args) -> int:
     payload: list[str] = args.payload
+    problem = sandbox_problem(args.isolation)
+    if problem is not None:
+        raise InvalidInput(f"--isolation bubblewrap: {problem}; or run the payloads unisolated (--isolation none)")
     if args.against == "slurm":
         # Before the wms run, not after it: a comparison that cannot be made is said at once.
         reason = why_not_runnable()

@@ -91,8 +91,9 @@ def pilot_statuses(runtime: Runtime, identity: Identity, reports: Sequence[Statu
     ``pilot_status`` takes it alone, answered in order: the answer, or the
     error the single report raises. The ones taken are recorded in one
     transaction (one history insert, one store of their outputs, one
-    release of their debits, one commit): a database that fails takes none of them, and the call fails
-    as any does. A job named twice refuses the call (InvalidInput).
+    release of their debits, one commit): a database that fails takes
+    none of them, and the call fails as any does. A job named twice
+    refuses the call (InvalidInput).
     """
     seen: set[int] = set()
     for report in reports:
@@ -105,8 +106,9 @@ def pilot_statuses(runtime: Runtime, identity: Identity, reports: Sequence[Statu
     changes: list[tuple[StatusReport, JobStatus, str, dict[str, Any]]] = []
     for report in reports:
         try:
+            new, minor, values = _status_change(runtime, report, now)
             _check_pilot(identity, report.pilot_id)
-            changes.append((report, *_status_change(runtime, report, now)))
+            changes.append((report, new, minor, values))
             answers.append(None)
         except WmsError as exc:
             answers.append(exc)
