@@ -5,6 +5,7 @@ same jobs as a job array of a private Slurm."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -16,11 +17,12 @@ from wms.bench.slurm import why_not_runnable
 from wms.bench.timeline import STAGES
 
 
-def bench_e2e(tmp_path, *options: str, expect: int = 0, path: str = "/usr/bin:/bin") -> subprocess.CompletedProcess:
+def bench_e2e(tmp_path, *options: str, expect: int = 0, path: str = "/usr/bin:/bin",
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`wms bench e2e OPTIONS` on SQLite; its exit status must be ``expect``."""
     run = subprocess.run([sys.executable, "-m", "wms.cli.main", "bench", "e2e", *options],
                          cwd=REPO, capture_output=True, text=True, timeout=240,
-                         env={"HOME": str(tmp_path), "PATH": path})
+                         env={"HOME": str(tmp_path), "PATH": path, **(env or {})})
     assert run.returncode == expect, run.stderr[-4000:]
     return run
 
@@ -110,3 +112,13 @@ def test_a_machine_without_bwrap_is_told_so_at_once(tmp_path):
     assert run.stderr.strip().splitlines()[-1] == (
         "wms bench: --isolation bubblewrap: bwrap is not installed (not found on PATH; make test-packages, as root, "
         "installs it); or run the payloads unisolated (--isolation none)")
+
+
+def test_more_jobs_than_one_submission_may_make_go_in_several(tmp_path):
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    settings = config / "wms.yaml"
+    settings.write_text(settings.read_text().replace("max_jobs_per_submission: 10000", "max_jobs_per_submission: 5"))
+    summary = json.loads(bench_e2e(tmp_path, "--jobs", "12", "--pilots", "1", "--slots", "4", "--json",
+                                   env={"WMS_CONFIG": str(config)}).stdout)
+    assert summary["wms"]["done"] == 12 and summary["wms"]["http"]["by_route"]["POST /api/v1/jobs"] == 3

@@ -102,12 +102,19 @@ def e2e_config_dir(into: Path, pilots: int, slots: int, isolation: str, max_in_f
 
 
 # ---------------------------------------------------------------- the wms run
-def submit(server_url: str, token: str, payload: list[str], jobs: int) -> list[int]:
-    answer = httpx.post(f"{server_url}/api/v1/jobs", json={"jdls": [{"source": "e2e.jdl", "text": jdl(payload, jobs)}]},
-                        headers={"Authorization": f"Bearer {token}"}, timeout=600)
-    if answer.status_code != 201:
-        raise RuntimeError(f"the server refused the submission: HTTP {answer.status_code}: {answer.text[:500]}")
-    return list(answer.json()["job_ids"])
+def submit(server_url: str, token: str, payload: list[str], jobs: int, per_call: int) -> list[int]:
+    """``jobs`` jobs as parametric submissions of at most ``per_call`` jobs
+    each (the server's max_jobs_per_submission), one after the other."""
+    job_ids: list[int] = []
+    while len(job_ids) < jobs:
+        count = min(per_call, jobs - len(job_ids))
+        answer = httpx.post(f"{server_url}/api/v1/jobs",
+                            json={"jdls": [{"source": "e2e.jdl", "text": jdl(payload, count)}]},
+                            headers={"Authorization": f"Bearer {token}"}, timeout=600)
+        if answer.status_code != 201:
+            raise RuntimeError(f"the server refused the submission: HTTP {answer.status_code}: {answer.text[:500]}")
+        job_ids += answer.json()["job_ids"]
+    return job_ids
 
 
 def launch_pilots(runtime: Runtime, server_url: str, backend: LocalBackend, state_dir: Path) -> list[str]:
@@ -260,7 +267,7 @@ def run_wms(url: str, args, tmp: Path, payload: list[str]) -> dict[str, Any]:
             meter.start()
         started = time.time()
         print(f"wms: submitting {args.jobs} jobs, then {args.pilots} pilots of {args.slots} slots", file=sys.stderr)
-        job_ids = submit(server_url, token, payload, args.jobs)
+        job_ids = submit(server_url, token, payload, args.jobs, runtime.config.settings.max_jobs_per_submission)
         refs = launch_pilots(runtime, server_url, backend, tmp / "pilot-state")
         counts = watch(engine, job_ids, backend, refs, started, meter)
         server_after = server.cpu_seconds()
