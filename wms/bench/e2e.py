@@ -330,14 +330,14 @@ def sandbox_problem(isolation: str) -> str | None:
 # ---------------------------------------------------------------- the command
 def run_e2e(args) -> int:
     payload: list[str] = args.payload
-    problem = sandbox_problem(args.isolation)
-    if problem is not None:
-        raise InvalidInput(f"--isolation bubblewrap: {problem}; or run the payloads unisolated (--isolation none)")
     if args.against == "slurm":
         # Before the wms run, not after it: a comparison that cannot be made is said at once.
         reason = why_not_runnable()
         if reason is not None:
             raise InvalidInput(f"--against slurm: {reason}")
+    problem = sandbox_problem(args.isolation)
+    if problem is not None:
+        raise InvalidInput(f"--isolation bubblewrap: {problem}; or run the payloads unisolated (--isolation none)")
     kind = args.database if args.database in ("sqlite", "postgresql", "mariadb") else None
     slots = args.pilots * args.slots
     # The machine's load before and after: on a shared machine the figures mean little without it.
