@@ -86,6 +86,24 @@ def _detail(body: bytes, fallback: str) -> str:
     return " ".join(detail.split()) or fallback
 
 
+def api_error(status: int, detail: str, method: str, path: str) -> ApiError:
+    """The error an answer's status raises: JobLost for a 409 on a job's call, else ApiError."""
+    cls = JobLost if status == HTTPStatus.CONFLICT and path.startswith("/jobs/") else ApiError
+    return cls(status, detail, method, path)
+
+
+def status_body(pilot_id: str, status: str, minor_status: str, exit_code: int | None, attempt: int | None,
+                ended_ago: float | None = None, output: tuple[str, str, bool] | None = None) -> dict[str, Any]:
+    """A job's status report as the API takes it (POST /jobs/{id}/pilot-status)."""
+    body: dict[str, Any] = {"pilot_id": pilot_id, "status": status, "minor_status": minor_status,
+                            "exit_code": exit_code, "attempt": attempt}
+    if ended_ago is not None:
+        body["ended_ago"] = round(ended_ago, 3)
+    if output is not None:
+        body["output"] = {"stdout": output[0], "stderr": output[1], "truncated": output[2]}
+    return body
+
+
 class Client:
     """The pilot's view of the API: one method per endpoint of the contract."""
 
@@ -158,8 +176,7 @@ class Client:
                     self.connections.finished(answer)
                 transient = status == HTTPStatus.TOO_MANY_REQUESTS or status >= 500
                 if not transient:
-                    cls = JobLost if status == HTTPStatus.CONFLICT and path.startswith("/jobs/") else ApiError
-                    raise cls(status, detail, method, path) from None
+                    raise api_error(status, detail, method, path) from None
                 error: ClientError = ApiError(status, detail, method, path)
                 asked = retry_after(retry_header) if status in BUSY else None
                 if asked is not None:
@@ -216,15 +233,13 @@ class Client:
         """A job's status; at its end with its ``output`` (stdout, stderr,
         truncated), stored with the status in one call. A server that does not
         take the output there (HTTP 422) gets it as two calls, output first."""
-        body: dict[str, Any] = {"pilot_id": pilot_id, "status": status, "minor_status": minor_status,
-                                "exit_code": exit_code, "attempt": attempt,
-                                **({"ended_ago": round(ended_ago, 3)} if ended_ago is not None else {})}
+        body = status_body(pilot_id, status, minor_status, exit_code, attempt, ended_ago)
         if output is None:
             return self.call("POST", f"/jobs/{job_id}/pilot-status", body)
         stdout, stderr, truncated = output
         try:
             return self.call("POST", f"/jobs/{job_id}/pilot-status",
-                             {**body, "output": {"stdout": stdout, "stderr": stderr, "truncated": truncated}})
+                             status_body(pilot_id, status, minor_status, exit_code, attempt, ended_ago, output))
         except ApiError as exc:
             # An older server names the field it does not know: "output: Extra inputs are not permitted".
             if exc.status != 422 or not exc.detail.startswith("output:"):

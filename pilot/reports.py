@@ -2,8 +2,8 @@
 
 Each slot reports its job's Running and its end (with the output). With
 short jobs on many slots those reports are most of the calls a server
-answers, and most of a call's cost on the server is the call, not the
-report (docs/benchmarks.md). So the slots' reports go through one sender
+answers, each a request and a transaction of its own there
+(docs/benchmarks.md). So the slots' reports go through one sender
 thread: a report goes at once when no call is on its way; the reports
 made while one is on its way go together in the next call
 (``POST /jobs/pilot-status``, at most ``MAX_REPORTS`` and about
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
-from pilot.client import ApiError, Client, ClientError, JobLost, NetworkError
+from pilot.client import ApiError, Client, ClientError, NetworkError, api_error, status_body
 
 log = logging.getLogger("pilot.reports")
 
@@ -73,12 +73,7 @@ class Reports:
         if not self.batched:
             return self.client.pilot_status(job_id, pilot_id, status, minor_status, exit_code, attempt,
                                             ended_ago=ended_ago, output=output)
-        body: dict[str, Any] = {"job_id": job_id, "pilot_id": pilot_id, "status": status,
-                                "minor_status": minor_status, "exit_code": exit_code, "attempt": attempt}
-        if ended_ago is not None:
-            body["ended_ago"] = round(ended_ago, 3)
-        if output is not None:
-            body["output"] = {"stdout": output[0], "stderr": output[1], "truncated": output[2]}
+        body = {"job_id": job_id, **status_body(pilot_id, status, minor_status, exit_code, attempt, ended_ago, output)}
         report = _Report(job_id, body, len(json.dumps(body)))
         with self._ready:
             self._waiting.append(report)
@@ -156,5 +151,4 @@ def _answer(job_id: int, result: Any) -> tuple[dict[str, Any] | None, BaseExcept
     detail = str(refusal.get("Detail", "")) if isinstance(refusal, dict) else str(refusal)
     if not isinstance(status, int):
         return None, NetworkError(f"POST {PATH}: the refusal for job {job_id} is {refusal!r:.200}")
-    cls = JobLost if status == HTTPStatus.CONFLICT else ApiError
-    return None, cls(status, detail, "POST", path)
+    return None, api_error(status, detail, "POST", path)
