@@ -41,7 +41,7 @@ def test_comparison_sees_a_difference(engine: Engine) -> None:
 
 
 def test_revision_is_head(engine: Engine) -> None:
-    assert migrate.head_revision() == "0016_job_hold_reasons"
+    assert migrate.head_revision() == "0017_pilot_reports_function"
     assert migrate.current_revision(engine) == migrate.head_revision()
 
 

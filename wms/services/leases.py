@@ -24,6 +24,7 @@ from wms.core.identity import Identity
 from wms.core.states import JobStatus
 from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
+from wms.db import pilot_reports as reports_db
 from wms.db.engine import reading
 from wms.services import tokens as tokens_service
 from wms.services.matcher import forget_waiting_task_queues
@@ -90,10 +91,10 @@ def pilot_statuses(runtime: Runtime, identity: Identity, reports: Sequence[Statu
     """Several reports (a pilot's slots'), each taken or refused as
     ``pilot_status`` takes it alone, answered in order: the answer, or the
     error the single report raises. The ones taken are recorded in one
-    transaction (one history insert, one store of their outputs, one
-    release of their debits, one commit): a database that fails takes
-    none of them, and the call fails as any does. A job named twice
-    refuses the call (InvalidInput).
+    transaction with their history, their outputs and the release of what
+    the ended jobs held (wms/db/pilot_reports.py; one round trip on
+    PostgreSQL): a database that fails takes none of them, and the call
+    fails as any does. A job named twice refuses the call (InvalidInput).
     """
     seen: set[int] = set()
     for report in reports:
@@ -103,38 +104,29 @@ def pilot_statuses(runtime: Runtime, identity: Identity, reports: Sequence[Statu
             raise InvalidInput(f"job {report.job_id} is reported twice: one report a job in a call")
         seen.add(report.job_id)
     answers: list[dict[str, Any] | WmsError | None] = []
-    changes: list[tuple[StatusReport, JobStatus, str, dict[str, Any]]] = []
+    changes: list[tuple[StatusReport, reports_db.Report]] = []
     for report in reports:
         try:
-            new, minor, values = _status_change(runtime, report, now)
+            change = _status_change(runtime, report, now)
             _check_pilot(identity, report.pilot_id)
-            changes.append((report, new, minor, values))
+            changes.append((report, change))
             answers.append(None)
         except WmsError as exc:
             answers.append(exc)
-
-    def change(conn: Connection) -> list[bool]:
-        taken = [_take(conn, report, new, values) for report, new, _, values in changes]
-        jobs_db.add_history(conn, [_history(report, new, minor, now)
-                                   for (report, new, minor, _), ok in zip(changes, taken) if ok])
-        match_db.store_outputs(conn, {report.job_id: report.output for (report, _, _, _), ok in zip(changes, taken)
-                                      if ok and report.output is not None}, now)
-        match_db.release_debits(conn, [report.job_id for (report, new, _, _), ok in zip(changes, taken)
-                                       if ok and new is not JobStatus.RUNNING])
-        return taken
-
-    taken = run_in_transaction(runtime.engine, change) if changes else []
-    results = iter(zip(changes, taken))
+    # One call on PostgreSQL, its own transaction; statements one by one elsewhere.
+    taken = run_in_transaction(runtime.engine, lambda conn: reports_db.take(conn, [c for _, c in changes], now),
+                               single_statement=reports_db.takes_in_one_call(runtime.engine)) if changes else set()
+    results = iter(changes)
     for index, answer in enumerate(answers):
         if answer is None:
-            (report, new, _, _), ok = next(results)
-            answers[index] = ({"JobID": report.job_id, "Status": new.value} if ok
-                              else _refusal(runtime, report, new, now))
+            report, change = next(results)
+            answers[index] = ({"JobID": report.job_id, "Status": change.status} if report.job_id in taken
+                              else _refusal(runtime, report, JobStatus(change.status), now))
     return [a for a in answers if a is not None]
 
 
-def _status_change(runtime: Runtime, report: StatusReport, now: datetime) -> tuple[JobStatus, str, dict[str, Any]]:
-    """The new status, its minor status and the job's new values; InvalidInput for a report that makes no sense."""
+def _status_change(runtime: Runtime, report: StatusReport, now: datetime) -> reports_db.Report:
+    """The report as the database takes it; InvalidInput for a report that makes no sense."""
     try:
         new = JobStatus(report.status)
     except ValueError:
@@ -144,25 +136,14 @@ def _status_change(runtime: Runtime, report: StatusReport, now: datetime) -> tup
     if report.output is not None and new is JobStatus.RUNNING:
         raise InvalidInput("output comes with the end of a job (Done or Failed), not with Running")
     minor = report.minor_status or {JobStatus.RUNNING: "Job started", JobStatus.DONE: "Execution complete"}.get(new, "")
-    values: dict[str, Any] = {"status": new.value, "minor_status": minor, "last_update_time": now}
+    expect = tuple(s.value for s in PILOT_TRANSITIONS[new])
+    source = f"{SOURCE_PILOT} {report.pilot_id}"
     if new is JobStatus.RUNNING:
         # No heartbeat yet: the start window runs (reap_stalled) until the first one.
-        values.update(start_time=now, heartbeat_time=None, lease_expires=None)
-    else:
-        ago = min(report.ended_ago or 0.0, float(runtime.config.settings.heartbeat_timeout))
-        values.update(end_time=now - timedelta(seconds=ago), exit_code=report.exit_code, lease_expires=None)
-    return new, minor, values
-
-
-def _take(conn: Connection, report: StatusReport, new: JobStatus, values: dict[str, Any]) -> bool:
-    """The job changed, when its pilot still holds it in a state that allows ``new``."""
-    expect = [s.value for s in PILOT_TRANSITIONS[new]]
-    return match_db.set_pilot_status(conn, report.job_id, report.pilot_id, expect, values, report.attempt)
-
-
-def _history(report: StatusReport, new: JobStatus, minor: str, now: datetime) -> dict[str, Any]:
-    return {"job_id": report.job_id, "status": new.value, "minor_status": minor,
-            "source": f"{SOURCE_PILOT} {report.pilot_id}", "time": now}
+        return reports_db.Report(report.job_id, report.pilot_id, report.attempt, new.value, expect, minor, source)
+    ago = min(report.ended_ago or 0.0, float(runtime.config.settings.heartbeat_timeout))
+    return reports_db.Report(report.job_id, report.pilot_id, report.attempt, new.value, expect, minor, source,
+                             end_time=now - timedelta(seconds=ago), exit_code=report.exit_code, output=report.output)
 
 
 def _refusal(runtime: Runtime, report: StatusReport, new: JobStatus, now: datetime) -> dict[str, Any] | WmsError:
