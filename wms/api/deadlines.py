@@ -34,6 +34,7 @@ from typing import ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from wms.api.writes import HeldWrites
 from wms.config.models import BackpressureSettings
 from wms.core.errors import RequestTimeout
 
@@ -55,7 +56,8 @@ def body_timeout(received: int, length: bytes | None, seconds: float, settings: 
 
 
 class HeaderDeadline(HttpToolsProtocol):
-    """uvicorn's HTTP protocol (httptools) with a deadline on each request's headers.
+    """uvicorn's HTTP protocol (httptools) with a deadline on each request's
+    headers, and a response's head and body written as one (writes.py).
 
     ``seconds`` is set once per process, from wms.yaml, before the server
     serves (wms/server.py): uvicorn makes one protocol object per
@@ -72,7 +74,8 @@ class HeaderDeadline(HttpToolsProtocol):
         cls.seconds = settings.header_seconds
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        # A response's head and body in one write (writes.py).
+        super().connection_made(HeldWrites(transport, self.loop))  # type: ignore[arg-type]
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
