@@ -34,7 +34,6 @@ from typing import ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from wms.api.writes import HeldWrites
 from wms.config.models import BackpressureSettings
 from wms.core.errors import RequestTimeout
 
@@ -56,8 +55,7 @@ def body_timeout(received: int, length: bytes | None, seconds: float, settings: 
 
 
 class HeaderDeadline(HttpToolsProtocol):
-    """uvicorn's HTTP protocol (httptools) with a deadline on each request's
-    headers, and a response's head and body written as one (writes.py).
+    """uvicorn's HTTP protocol (httptools) with a deadline on each request's headers.
 
     ``seconds`` is set once per process, from wms.yaml, before the server
     serves (wms/server.py): uvicorn makes one protocol object per
@@ -74,8 +72,7 @@ class HeaderDeadline(HttpToolsProtocol):
         cls.seconds = settings.header_seconds
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        # A response's head and body in one write (writes.py).
-        super().connection_made(HeldWrites(transport, self.loop))  # type: ignore[arg-type]
+        super().connection_made(transport)
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
