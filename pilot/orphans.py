@@ -20,8 +20,13 @@ after the heartbeat timeout and run twice. Two mechanisms prevent it:
   resubmission or a test suite, must not write over each other). A pilot
   starting on the same node ends the sessions of every predecessor whose
   pilot is gone, checking the start time so that a recycled pid is never
-  hit, and removes the file. The file is written when a job starts; a
-  job that ended stays listed until the next starts (or the pilot ends).
+  hit, and removes the file. Its first line is the pilot and the sessions
+  running when it was last written whole; a job's start appends one line
+  (one small write, no new file: a file made anew for each job cost a
+  busy pilot more than its own Python did), and the file is written whole
+  again once the lines outnumber the running sessions by far. A job that
+  ended stays listed until then (or the pilot ends); a line cut short by
+  a crash is skipped by the reader.
 
 What escapes: a payload process that calls ``setsid()`` again leaves the
 session and is beyond both (the limit of a user-space pilot without
@@ -38,10 +43,13 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("pilot.orphans")
 
 SUFFIX = ".sessions"
+#: Appended lines after which the registry is written whole again (at least; more with many running sessions).
+REWRITE_AFTER = 256
 
 def proc_fields(pid: int | str) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (state first), None if gone."""
@@ -89,6 +97,9 @@ class Sessions:
         self.running: dict[int, int] = {}       # sid -> start time
         self.watchdog: subprocess.Popen[bytes] | None = None
         self._write_end: int | None = None
+        self._pilot_start = start_time(os.getpid())
+        self._file: int | None = None            # the registry, open for appending
+        self._appended = 0
 
     def start_watchdog(self) -> None:
         read_end, write_end = os.pipe()
@@ -107,12 +118,16 @@ class Sessions:
 
     def add(self, sid: int) -> None:
         with self.lock:
-            self.running[sid] = start_time(sid) or 0
+            self.running[sid] = started = start_time(sid) or 0
             self._tell(f"+{sid}")
-            self._save()
+            if self._file is None or self._appended >= max(REWRITE_AFTER, 4 * len(self.running)):
+                self._save()
+            else:
+                os.write(self._file, (json.dumps([sid, started]) + "\n").encode())
+                self._appended += 1
 
     def remove(self, sid: int) -> None:
-        # The registry on disk is rewritten at the next start, not now: a
+        # The registry on disk forgets it when it is next written whole: a
         # session that ended and is still listed is harmless there (its start
         # time matches no process any more), and a file written twice a job
         # was a fifth of a busy pilot's time.
@@ -130,6 +145,9 @@ class Sessions:
                 self.watchdog.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.watchdog.kill()
+        if self._file is not None:
+            os.close(self._file)
+            self._file = None
         self.path.unlink(missing_ok=True)
 
     def _tell(self, line: str) -> None:
@@ -140,11 +158,37 @@ class Sessions:
                 log.warning("the watchdog is gone (%s): the registry on disk remains", exc)
 
     def _save(self) -> None:
-        record = {"pilot_id": self.pilot_id, "pilot_pid": os.getpid(), "pilot_start": start_time(os.getpid()),
+        """The registry written whole, then opened for the next starts' lines."""
+        record = {"pilot_id": self.pilot_id, "pilot_pid": os.getpid(), "pilot_start": self._pilot_start,
                   "sessions": [[sid, started] for sid, started in sorted(self.running.items())]}
         tmp = self.path.with_suffix(".tmp")            # this process's own, as the file is
-        tmp.write_text(json.dumps(record))
+        tmp.write_text(json.dumps(record) + "\n")
         tmp.replace(self.path)
+        if self._file is not None:
+            os.close(self._file)
+        self._file = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._appended = 0
+
+
+def read_registry(path: Path) -> dict[str, Any] | None:
+    """A registry: its first line (pilot_id, pilot_pid, pilot_start) with
+    "sessions", those of that line and one of each line after it; None when
+    it cannot be read. A line cut short by a crash is skipped."""
+    try:
+        first, *lines = path.read_text().splitlines()
+        record = json.loads(first)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    sessions = list(record.get("sessions", []))
+    for line in lines:
+        try:
+            sid, started = json.loads(line)
+        except (ValueError, TypeError):
+            continue
+        sessions.append([sid, started])
+    return {**record, "sessions": sessions}
 
 
 def private_dir(path: Path) -> Path:
@@ -161,9 +205,8 @@ def end_orphans(state_dir: Path) -> int:
     """End the job sessions of earlier pilots on this node that are gone; how many sessions ended."""
     ended = 0
     for path in sorted(state_dir.glob(f"*{SUFFIX}")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
+        record = read_registry(path)
+        if record is None:
             continue
         alive = start_time(int(record["pilot_pid"]))
         if alive is not None and alive == record.get("pilot_start"):

@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from pilot.orphans import SUFFIX, end_orphans, private_dir, proc_fields, processes, session_members, start_time
+from pilot.orphans import (
+    REWRITE_AFTER, SUFFIX, Sessions, end_orphans, private_dir, proc_fields, processes, read_registry, session_members,
+    start_time,
+)
 from tests.pilot.conftest import jdl, submit
 from tests.pilot.test_main import pilot_cmd, pilot_env, wait_for_status
 from tests.helpers import REPO, patience, wait_until
@@ -182,4 +185,55 @@ def test_two_pilots_with_one_id_on_a_node_keep_registries_of_their_own(tmp_path)
     paths = {out.strip() for out, _ in outputs}
     assert len(paths) == 2 and all(Path(p).exists() for p in paths)
     for path in paths:
-        assert json.loads(Path(path).read_text())["pilot_id"] == "same-pilot"
+        assert read_registry(Path(path))["pilot_id"] == "same-pilot"
+
+
+def sleepers(count: int) -> list[subprocess.Popen[bytes]]:
+    return [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+            for _ in range(count)]
+
+
+def test_a_start_adds_one_line_and_the_registry_is_written_whole_now_and_then(tmp_path):
+    state = private_dir(tmp_path / "state")
+    sessions = Sessions(state, "p1")
+    running = sleepers(2)
+    try:
+        sessions.add(running[0].pid)                          # the first start writes the file whole
+        inode = sessions.path.stat().st_ino
+        sessions.add(running[1].pid)
+        assert sessions.path.stat().st_ino == inode            # appended, not a new file
+        assert len(sessions.path.read_text().splitlines()) == 2
+        assert read_registry(sessions.path)["sessions"] == [[p.pid, start_time(p.pid)] for p in running]
+        sessions.remove(running[0].pid)
+        for _ in range(REWRITE_AFTER):                        # many short jobs: a line each ...
+            sessions.add(running[1].pid)
+        # ... until the file is written whole again, with the running session alone.
+        assert len(sessions.path.read_text().splitlines()) < REWRITE_AFTER
+        assert {tuple(s) for s in read_registry(sessions.path)["sessions"]} == {
+            (running[1].pid, start_time(running[1].pid))}
+        sessions.close()
+        assert not sessions.path.exists()
+    finally:
+        for p in running:
+            p.kill()
+            p.wait()
+
+
+def test_a_line_cut_short_by_a_crash_is_skipped_and_the_others_are_ended(tmp_path):
+    state = private_dir(tmp_path / "state")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    running = sleepers(2)
+    try:
+        lines = [json.dumps({"pilot_id": "p1", "pilot_pid": int(gone), "pilot_start": 1, "sessions": []}),
+                 json.dumps([running[0].pid, start_time(running[0].pid)]), "[123",
+                 json.dumps([running[1].pid, start_time(running[1].pid)])[:-3]]
+        (state / f"p1.{gone}{SUFFIX}").write_text("\n".join(lines))
+        assert read_registry(state / f"p1.{gone}{SUFFIX}")["sessions"] == [[running[0].pid,
+                                                                           start_time(running[0].pid)]]
+        assert end_orphans(state) == 1
+        assert wait_gone(running[0].pid) and alive(running[1].pid)
+    finally:
+        for p in running:
+            p.kill()
+            p.wait()
