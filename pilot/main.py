@@ -330,7 +330,7 @@ class Pilot:
 
     def request_body(self, free: int) -> dict[str, Any]:
         """The request-job body of the contract, with a fresh load sample."""
-        self.node = probe_node(self.s.platform or self.node.platform)
+        self.node = self.node.sampled()
         return {
             "site": self.s.site,
             "ce": self.s.ce,

@@ -19,7 +19,7 @@ import os
 import platform as _platform
 import shlex
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 MEMINFO = Path("/proc/meminfo")
@@ -72,6 +72,12 @@ class NodeInfo:
     mem_free: int
     swap_total: int
     load_avg: float
+
+    def sampled(self) -> NodeInfo:
+        """The same node with a fresh load sample (free memory, load average).
+        The static parts are probed once: the host name alone may ask the
+        resolver, which a request for jobs should not wait on."""
+        return replace(self, mem_free=read_memory().mem_free, load_avg=load_average())
 
     def load(self) -> dict[str, int | float | str]:
         """The ``load`` object of the request-job body (INTERFACE contract)."""

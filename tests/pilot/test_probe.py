@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import re
@@ -150,3 +151,13 @@ def test_probe_node_on_this_machine():
 
 def test_probe_node_platform_override():
     assert probe.probe_node("x86_64-el9").platform == "x86_64-el9"
+
+
+def test_a_sample_refreshes_the_load_and_keeps_what_was_probed_once():
+    node = probe.probe_node("x86_64-el9")
+    stale = dataclasses.replace(node, mem_free=1, load_avg=99.0)
+    fresh = stale.sampled()
+    assert (fresh.host, fresh.cores, fresh.arch, fresh.platform, fresh.mem_total) == (
+        node.host, node.cores, node.arch, "x86_64-el9", node.mem_total)
+    assert fresh.mem_free > 1                   # read now, not the stale 1
+    assert 0 <= fresh.load_avg < 99.0
