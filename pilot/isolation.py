@@ -64,7 +64,7 @@ INHERITED_ENV = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "SLURM_*", "S
 # Variables that steer the dynamic loader or a shell before the program
 # they start runs a single instruction of its own (glibc's list of what it
 # ignores for set-user-ID programs, and the shell's own). The start of a
-# sandbox (the gate's shell, then bwrap or the site's container command)
+# sandbox (bwrap, or the gate's shell and the site's container command)
 # runs outside its wall, with the pilot's rights: a job's LD_PRELOAD naming
 # a library of its input sandbox would run there, and a job's PATH would
 # choose which "bwrap" starts. So these processes get the pilot's own PATH
@@ -109,6 +109,25 @@ def _bind_args(path: str, option: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Launch:
+    """How a job's command is started: the command line and environment to
+    exec, and ``args``, the options bwrap reads from the pipe its ``--args``
+    names in ``argv`` (empty when there is no such pipe)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    args: tuple[str, ...] = ()
+
+    def args_data(self) -> bytes:
+        """``args`` as bwrap reads them: each one ended by a NUL. One holding
+        a NUL is refused (ValueError, as exec refuses it): it would split
+        into options of the job's choosing."""
+        if any("\0" in word for word in self.args):
+            raise ValueError("embedded null byte")
+        return b"".join(os.fsencode(word) + b"\0" for word in self.args)
+
+
+@dataclass(frozen=True)
 class Isolation:
     """How this pilot runs its payloads; ``note`` says why when it is ``none``."""
 
@@ -127,13 +146,16 @@ class Isolation:
     def isolated(self) -> bool:
         return self.mode != NONE
 
-    def launch(self, argv: Sequence[str], job_dir: Path, env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
-        """The command and environment that start ``argv`` for the job in
-        ``job_dir`` with the job's environment ``env``, sandboxed: what
-        steers the start (:data:`LAUNCH_ENV_NAMES`) is the pilot's outside
-        and the job's inside."""
+    def launch(self, argv: Sequence[str], job_dir: Path, env: Mapping[str, str], args_fd: int | None = None
+               ) -> Launch:
+        """How to start ``argv`` for the job in ``job_dir`` with the job's
+        environment ``env``, sandboxed: what steers the start
+        (:data:`LAUNCH_ENV_NAMES`) is the pilot's outside and the job's
+        inside. With ``args_fd``, bwrap's options are not on its command
+        line but in :attr:`Launch.args`, for the pipe ``args_fd`` (read
+        end): bwrap reads them before it does anything else."""
         if self.mode == NONE:
-            return list(argv), {**env, PILOT_PATH_ENV: str(PILOT_HOME)}
+            return Launch(list(argv), {**env, PILOT_PATH_ENV: str(PILOT_HOME)})
         outside = {k: v for k, v in env.items() if not steers_launch(k)}
         outside["PATH"] = os.environ.get("PATH") or os.defpath
         if self.mode == BUBBLEWRAP:
@@ -141,13 +163,18 @@ class Isolation:
             settings = [word for k, v in inside.items() if steers_launch(k) for word in ("--setenv", k, v)]
             if "PATH" not in inside:
                 settings += ["--unsetenv", "PATH"]
-            sandbox = bubblewrap_argv(job_dir, (*interpreter_paths(), *self.paths), program_path(self.bwrap))
-            return [*sandbox, *settings, "--", *argv], {**outside, PILOT_PATH_ENV: inside[PILOT_PATH_ENV]}
+            bwrap, *options = bubblewrap_argv(job_dir, (*interpreter_paths(), *self.paths),
+                                              program_path(self.bwrap))
+            outside[PILOT_PATH_ENV] = inside[PILOT_PATH_ENV]
+            if args_fd is None:
+                return Launch([bwrap, *options, *settings, "--", *argv], outside)
+            # The command stays on the command line: bwrap ignores one in its --args.
+            return Launch([bwrap, "--args", str(args_fd), "--", *argv], outside, (*options, *settings))
         # --containall cleans the environment; Apptainer passes these on.
         command = command_argv(self.command, job_dir, self.image)
         command[0] = program_path(command[0])
-        return [*command, *argv], {**outside, **{APPTAINER_ENV_PREFIX + k: v for k, v in env.items()
-                                                 if not k.startswith("APPTAINER")}}
+        return Launch([*command, *argv], {**outside, **{APPTAINER_ENV_PREFIX + k: v for k, v in env.items()
+                                                       if not k.startswith("APPTAINER")}})
 
     def describe(self) -> str:
         """One line for the pilot's log."""
@@ -163,7 +190,9 @@ def bubblewrap_argv(job_dir: Path, extra_paths: Iterable[str] = (), bwrap: str =
     """bwrap's options for one job (the command follows ``--``).
 
     Order matters: the private /tmp is mounted before the job's directory
-    is bound into it (the pilot's work directory is usually under /tmp)."""
+    is bound into it (the pilot's work directory is usually under /tmp);
+    the namespaces come first, so that options cut short (a pilot killed
+    while it writes them to bwrap's --args pipe) leave no sandbox without them."""
     # No --cap-drop for a pilot run as root: dropping capabilities clears the
     # parent-death signal --die-with-parent relies on (the kernel resets it
     # on every change of credentials). A pilot should not run as root; it
@@ -241,9 +270,10 @@ def probe(isolation: Isolation, scratch: Path) -> str | None:
                                                                                   isolation.image)[0]
     if shutil.which(program) is None:
         return f"{program} is not installed (not found on PATH)"
-    argv, env = isolation.launch(["true"], scratch, inherited(os.environ))
+    launch = isolation.launch(["true"], scratch, inherited(os.environ))
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT, env=env)
+        done = subprocess.run(launch.argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
+                              env=launch.env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{program} could not be started: {exc}"
     if done.returncode != 0:

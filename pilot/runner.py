@@ -97,21 +97,27 @@ from typing import Any
 
 from pilot.client import ClientError, JobLost
 from pilot.leases import SHARE, Heartbeats, Lease, lease_clock
-from pilot.isolation import Isolation, inherited
+from pilot.isolation import Isolation, Launch, inherited
 from pilot.logs import job_context
 from pilot.orphans import Sessions
 from pilot.sandboxes import SandboxCalls, SandboxError, fetch_inputs, safe_name, send_outputs
 
-# What a job's process runs first: it waits until the pilot has registered
-# its session (and set its limits), then becomes the job's program. A
-# failed exec is written back on the status pipe, which the exec closes
-# otherwise; a pilot gone before saying "go" means the job never starts.
-# The job's first process: a shell that waits on its standard input until
-# the pilot says go (one line, "g"), then becomes the job's program with
-# /dev/null for input. A pilot gone before that leaves end-of-file: the job
-# never runs. A shell, not Python: it starts in a tenth of the CPU time.
+# A job's first process waits at a gate, a pipe, until the pilot has
+# registered its session and set its CPU limit, so a pilot killed at any
+# moment leaves no payload unknown to its watchdog (_gated). Unsandboxed,
+# and with a site's container command, it is a shell that waits on its
+# standard input until the pilot says go (one line, "g"), then becomes the
+# job's command with /dev/null for input; a pilot gone before that leaves
+# end-of-file, and the job never runs. A shell, not Python: it starts in a
+# tenth of the CPU time. bwrap needs no shell: it reads its options from
+# the pipe (--args) before it does anything else.
 GATE = 'read -r go; [ "$go" = g ] || exit 0; exec "$@" </dev/null'
 GATE_SHELL = "/bin/sh"
+GO = b"g\n"
+# bwrap reads at once: one that has not read its options in this many
+# seconds (stopped, stuck) never will, and the start fails rather than
+# hold the pilot.
+GATE_TIMEOUT = 60.0
 
 log = logging.getLogger("pilot.runner")
 
@@ -650,6 +656,52 @@ class _Child:
         return self.rusage.ru_utime + self.rusage.ru_stime
 
 
+def _gated(launch: Launch, gate: int) -> tuple[list[str], int, tuple[int, ...], bytes]:
+    """How to start ``launch`` held at the gate, the pipe whose read end is
+    ``gate``: the command, its stdin, the descriptors it keeps, and what the
+    pilot writes to let it go.
+
+    bwrap (``launch.args``) is its own gate: it reads its options from the
+    pipe to the end before it forks or mounts anything, then closes it (the
+    job inherits none of it). A pilot gone before writing leaves it the
+    job's command with no options: its bare sandbox has an empty root,
+    where no program is found (execvp fails, exit 1). Options longer than
+    the pipe holds (64 KiB; a job's are usually under 1 KiB) go in several
+    writes, and a pilot killed between two leaves them cut short: bwrap
+    refuses an option cut in its middle, or starts a sandbox with its
+    namespaces (they come first) and part of its mounts and variables. Its
+    session was registered before the first byte, and the watchdog ends it
+    with its pilot (--die-with-parent cannot: bwrap asks for it after
+    reading, when the pilot may be gone already)."""
+    if launch.args:
+        return launch.argv, subprocess.DEVNULL, (gate,), launch.args_data()
+    return [GATE_SHELL, "-c", GATE, "wms-gate", *launch.argv], gate, (), GO
+
+
+def _let_go(fd: int, data: bytes, timeout: float) -> None:
+    """Write ``data`` to the gate's pipe and close it. It never blocks for
+    good (more than the pipe holds waits for the reader): BrokenPipeError
+    when the reader has ended, TimeoutError when it read nothing for
+    ``timeout`` seconds."""
+    try:
+        os.set_blocking(fd, False)
+        writable = select.poll()
+        writable.register(fd, select.POLLOUT)
+        view = memoryview(data)
+        while view:
+            # A closed read end is an event too (POLLERR): the write then fails.
+            if not writable.poll(timeout * 1000):
+                raise TimeoutError(f"the job's first process read nothing for {timeout:g} s")
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                pass
+            except BrokenPipeError:
+                raise BrokenPipeError("the job's first process ended before it was let go") from None
+    finally:
+        os.close(fd)
+
+
 def _set_cpu_rlimit(pid: int, seconds: float, grace: float) -> None:
     """Kernel back-stop for cpu_time (soft -> SIGXCPU, hard -> SIGKILL)."""
     soft = max(1, math.ceil(seconds))
@@ -819,44 +871,52 @@ def _run(
         log.warning("job %d runs WITHOUT isolation: it can reach this pilot's files and processes (%s)",
                     spec.job_id, isolation.describe())
     env = job_environment(spec, job_dir, base_env)
-    command = argv
-    if isolation is not None:
-        command, env = isolation.launch(argv, job_dir, env)
     if not sandboxed:
         # In a sandbox, bwrap says why the program cannot start (_sandbox_refusal).
-        problem = exec_problem(command[0], env.get("PATH"), job_dir)
+        problem = exec_problem(argv[0], env.get("PATH"), job_dir)
         if problem is not None:
             return failed_to_start(f"Cannot start: {problem}")
-    go_read, go_write = os.pipe()
+    gate_read, gate_write = os.pipe()
     try:
+        launch = Launch(argv, env) if isolation is None else isolation.launch(argv, job_dir, env, gate_read)
+        command, stdin, kept, go = _gated(launch, gate_read)
         with open(job_dir / spec.stdout_name, "wb") as out, \
                 open(job_dir / spec.stderr_name, "ab" if spec.stderr_name == spec.stdout_name else "wb") as err:
             popen = subprocess.Popen(
-                [GATE_SHELL, "-c", GATE, "wms-gate", *command],
+                command,
                 cwd=job_dir,
-                env=env,
-                stdin=go_read,
+                env=launch.env,
+                stdin=stdin,
+                pass_fds=kept,
                 stdout=out,
                 # One file named for both streams gets both, as a shell's 2>&1 gives them.
                 stderr=subprocess.STDOUT if spec.stderr_name == spec.stdout_name else err,
                 start_new_session=True,  # own group and session: the unit we signal and measure
             )
-    except (OSError, subprocess.SubprocessError) as exc:
-        os.close(go_write)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        os.close(gate_write)
         return failed_to_start(f"Cannot start: {exc}")
     finally:
-        os.close(go_read)
+        os.close(gate_read)
     child = _Child(popen, sandboxed)
     children.append(child)
     # Registered, and limited, before the job runs a single instruction of
     # its own: a pilot killed at any moment leaves no payload unknown to its
-    # watchdog (the job waits at the gate until told to go).
+    # watchdog (the job waits at the gate until told to go). The CPU limit
+    # is inherited by all that the leader starts, bwrap's sandbox too.
     if sessions is not None:
         sessions.add(child.pgid)
     if limits.cpu_time is not None:
         _set_cpu_rlimit(child.pid, limits.cpu_time, grace)
-    os.write(go_write, b"g\n")
-    os.close(go_write)
+    try:
+        _let_go(gate_write, go, GATE_TIMEOUT)
+    except OSError as exc:
+        # Its first process ended, or stalled, at the gate: the job did not start.
+        signal_tree(child.pgid, signal.SIGKILL)
+        child.reap()
+        if sessions is not None:
+            sessions.remove(child.pgid)
+        return failed_to_start(f"Cannot start: {exc}")
 
     heartbeats = Heartbeats(lambda: reporter.heartbeat(spec.job_id), lease, heartbeat_interval,
                             name=f"heartbeat-{spec.job_id}").start()

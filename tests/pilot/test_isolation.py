@@ -7,15 +7,18 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from pilot import runner
 from pilot.isolation import (APPTAINER, BUBBLEWRAP, MODES, NONE, Isolation, bubblewrap_argv, command_argv, probe,
                              template_problem)
 from pilot.runner import JobSpec, Limits
 from tests.e2e.processes import missing_service
-from tests.pilot.test_runner import run, sh
+from tests.pilot.test_runner import alive, run, sh
 from wms.core.pilot_backends import ISOLATION_MODES, backend_parameter_problem
 from wms.core.resources import QueueRef
 from wms.services.pilots import QueueLimits, pilot_argv
@@ -84,11 +87,11 @@ def test_a_job_killed_by_a_signal_is_reported_so(tmp_path):
 
 
 def test_the_jobs_loader_and_path_variables_reach_its_program_not_the_sandboxs_start(tmp_path):
-    # The gate's shell and bwrap run outside the sandbox with the pilot's
-    # rights. A job's LD_PRELOAD (a library from its input sandbox) would run
-    # code there, and a job's PATH would choose which "bwrap" starts. The
-    # loader says "cannot be preloaded" once for each process that reads the
-    # variable: here only the job's own shell.
+    # bwrap runs outside the sandbox with the pilot's rights. A job's
+    # LD_PRELOAD (a library from its input sandbox) would run code there,
+    # and a job's PATH would choose which "bwrap" starts. The loader says
+    # "cannot be preloaded" once for each process that reads the variable:
+    # here only the job's own shell.
     job_dir = tmp_path / "11"
     job_dir.mkdir()
     fake = job_dir / "bwrap"
@@ -106,7 +109,8 @@ def test_the_jobs_loader_and_path_variables_reach_its_program_not_the_sandboxs_s
 
 def test_the_start_of_a_sandbox_gets_the_pilots_path_and_none_of_the_jobs_loader_variables(tmp_path):
     env = {"PATH": "/job/bin", "LD_LIBRARY_PATH": "/job/lib", "BASH_FUNC_read%%": "() { :; }", "HOME": "/j"}
-    command, outside = SANDBOX.launch(["prog"], tmp_path, env)
+    launch = SANDBOX.launch(["prog"], tmp_path, env)
+    command, outside = launch.argv, launch.env
     assert outside["PATH"] == os.environ["PATH"] and outside["HOME"] == "/j"
     assert not any(name.startswith(("LD_", "BASH_FUNC_")) for name in outside)
     assert os.path.isabs(command[0]) and command[-2:] == ["--", "prog"]
@@ -114,9 +118,108 @@ def test_the_start_of_a_sandbox_gets_the_pilots_path_and_none_of_the_jobs_loader
     assert settings == ["--setenv", "PATH", "/job/bin", "--setenv", "LD_LIBRARY_PATH", "/job/lib",
                         "--setenv", "BASH_FUNC_read%%", "() { :; }"]
     site = Isolation(APPTAINER, command="bwrap --bind {job_dir} {job_dir}", image="unused")
-    command, outside = site.launch(["prog"], tmp_path, env)
+    launch = site.launch(["prog"], tmp_path, env)
+    command, outside = launch.argv, launch.env
     assert os.path.isabs(command[0]) and "LD_LIBRARY_PATH" not in outside
     assert outside["APPTAINERENV_LD_LIBRARY_PATH"] == "/job/lib" and outside["APPTAINERENV_PATH"] == "/job/bin"
+
+
+def test_bwraps_options_go_through_its_args_pipe_and_the_command_stays_on_its_command_line(tmp_path):
+    # bwrap ignores a command in its --args: it reads options only.
+    env = {"PATH": "/job/bin", "LD_PRELOAD": "/job/lib.so", "HOME": "/j"}
+    piped = SANDBOX.launch(["prog", "arg"], tmp_path, env, args_fd=7)
+    plain = SANDBOX.launch(["prog", "arg"], tmp_path, env)
+    assert piped.argv == [plain.argv[0], "--args", "7", "--", "prog", "arg"] and piped.env == plain.env
+    assert plain.argv == [plain.argv[0], *piped.args, "--", "prog", "arg"] and plain.args == ()
+    # The namespaces first: options cut short leave no sandbox without them.
+    assert piped.args[:3] == ("--unshare-all", "--share-net", "--die-with-parent")
+    assert piped.args_data() == b"".join(word.encode() + b"\0" for word in piped.args)
+    # A NUL would split one value into options of the job's choosing.
+    smuggled = SANDBOX.launch(["prog"], tmp_path, {"LD_PRELOAD": "x\0--bind\0/\0/host"}, args_fd=7)
+    with pytest.raises(ValueError, match="embedded null byte"):
+        smuggled.args_data()
+    # The other modes keep everything on the command line (the runner's shell gate).
+    site = Isolation(APPTAINER, command="apptainer exec {image}", image="i")
+    assert Isolation(NONE).launch(["prog"], tmp_path, env, args_fd=7).args == ()
+    assert site.launch(["prog"], tmp_path, env, args_fd=7).args == ()
+
+
+def test_a_sandboxed_job_reads_dev_null_inherits_no_args_pipe_and_has_its_cpu_limit(tmp_path):
+    script = "readlink /proc/self/fd/0; ls /proc/self/fd | tr '\\n' ' '; echo; ulimit -St; ulimit -Ht"
+    result, rec = isolated(12, script, tmp_path, limits=Limits(cpu_time=30))
+    assert result.status == "Done", rec.outputs
+    assert lines(rec) == ["/dev/null", "0 1 2 3 ", "30", "31"]     # 3: ls's own; hard: cpu_time + grace
+
+
+def held_sandbox(job_dir: Path, script: str) -> tuple[subprocess.Popen[bytes], int, bytes]:
+    """bwrap started as the runner starts it, its options not yet written:
+    the process, the write end of its --args pipe, and the options."""
+    args_read, args_write = os.pipe()
+    launch = SANDBOX.launch(["/bin/sh", "-c", script], job_dir, {"PATH": "/usr/bin:/bin"}, args_fd=args_read)
+    started = subprocess.Popen(launch.argv, env=launch.env, cwd=job_dir, stdin=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, pass_fds=(args_read,), start_new_session=True)
+    os.close(args_read)
+    return started, args_write, launch.args_data()
+
+
+def test_bwrap_waits_for_its_options_and_runs_nothing_without_them(tmp_path):
+    """The gate of a sandboxed job: bwrap does nothing until the pilot has
+    written its options (the pilot registers the job's session and sets its
+    CPU limit meanwhile); a pilot gone before writing them, or in the
+    middle of an option, leaves a bwrap that runs nothing and ends."""
+    job_dir = tmp_path / "13"
+    job_dir.mkdir()
+    marker = job_dir / "ran"
+    started, args_write, data = held_sandbox(job_dir, f"touch {marker}")
+    time.sleep(0.5)
+    assert started.poll() is None and not marker.exists()
+    assert Path(f"/proc/{started.pid}/task/{started.pid}/children").read_text() == ""   # no sandbox yet
+    os.write(args_write, data)
+    os.close(args_write)
+    assert started.wait(timeout=60) == 0 and marker.exists()
+    marker.unlink()
+    # Nothing written: bwrap has the command but no options, and its bare
+    # sandbox an empty root where no program is found. Cut in an option: refused.
+    for written, said in ((b"", "bwrap: execvp /bin/sh: No such file or directory"),
+                          (data[:data.index(b"--share-net") + 7], "bwrap: Unknown option --share")):
+        started, args_write, _ = held_sandbox(job_dir, f"touch {marker}")
+        os.write(args_write, written)
+        os.close(args_write)
+        _, err = started.communicate(timeout=60)
+        assert started.returncode == 1 and err.decode().splitlines() == [said] and not marker.exists()
+
+
+# Launch variables, which bwrap gets through --setenv: more than a pipe holds (64 KiB).
+BULKY_ENVIRONMENT = {f"LD_WMS_{i}": "x" * 4000 for i in range(40)}
+
+
+def test_options_larger_than_the_pipe_reach_bwrap_whole(tmp_path):
+    result, rec = isolated(14, 'env | grep -c "^LD_WMS_.*=x*$"', tmp_path, environment=BULKY_ENVIRONMENT)
+    assert result.status == "Done" and lines(rec) == ["40"], rec.outputs
+
+
+def test_a_nul_in_a_launch_variable_refuses_the_start(tmp_path):
+    spec = sh(15, f"touch {tmp_path}/ran", environment={"LD_LIBRARY_PATH": "/lib\0--bind\0/\0/host"})
+    result, rec = run(spec, tmp_path, isolation=SANDBOX)
+    assert (result.status, result.minor_status) == ("Failed", "Cannot start: embedded null byte")
+    assert rec.kinds == ["Running", "Failed"] and not (tmp_path / "ran").exists()
+
+
+def test_a_bwrap_that_ends_or_stalls_before_reading_its_options_is_a_failed_start(tmp_path, monkeypatch):
+    """With more options than the pipe holds, the pilot waits for bwrap to
+    read them: never for ever, and a bwrap gone is a start that failed."""
+    fake = tmp_path / "fake-bwrap"
+    fake.write_text(f"#!/bin/sh\necho $$ > {tmp_path}/fake.pid\n[ \"$WMS_FAKE\" = stall ] && exec sleep 300\nexit 0\n")
+    fake.chmod(0o755)
+    for job_id, behaviour, timeout, minor in (
+            (16, "end", 60.0, "the job's first process ended before it was let go"),
+            (17, "stall", 2.0, "the job's first process read nothing for 2 s")):
+        monkeypatch.setattr(runner, "GATE_TIMEOUT", timeout)
+        spec = sh(job_id, "true", environment={**BULKY_ENVIRONMENT, "WMS_FAKE": behaviour})
+        result, rec = run(spec, tmp_path, isolation=Isolation(BUBBLEWRAP, bwrap=str(fake)))
+        assert (result.status, result.minor_status) == ("Failed", f"Cannot start: {minor}")
+        assert rec.kinds == ["Running", "Failed"]
+        assert not alive(int((tmp_path / "fake.pid").read_text()))
 
 
 def test_a_program_the_sandbox_cannot_start(tmp_path):

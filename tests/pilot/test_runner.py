@@ -458,7 +458,8 @@ def test_cannot_start(tmp_path):
 def test_a_job_waits_at_the_gate_until_its_pilot_lets_it_go(tmp_path):
     """The job's process is registered before it runs: if its pilot is gone
     before saying go, the job never runs at all; once told, it runs with
-    /dev/null for input, not the pipe it waited on."""
+    /dev/null for input, not the pipe it waited on. (The shell's gate, for
+    unsandboxed jobs and a site's command; bwrap's own: test_isolation.py.)"""
     import os
     import subprocess
 
@@ -478,6 +479,45 @@ def test_a_job_waits_at_the_gate_until_its_pilot_lets_it_go(tmp_path):
         assert gate(said, marker).wait(timeout=60) == 0 and not marker.exists()
     marker = tmp_path / "ran"
     assert gate(b"g\n", marker).wait(timeout=60) == 0 and marker.read_text() == ""
+
+
+def test_bwrap_is_its_own_gate_and_the_other_modes_wait_in_the_shell(tmp_path):
+    from pilot.isolation import APPTAINER, BUBBLEWRAP, NONE, Isolation, Launch
+    from pilot.runner import GATE, GATE_SHELL, GO, _gated
+
+    command, stdin, kept, go = _gated(Isolation(BUBBLEWRAP).launch(["prog"], tmp_path, {}, args_fd=5), 5)
+    assert command[1:] == ["--args", "5", "--", "prog"] and (stdin, kept) == (subprocess.DEVNULL, (5,))
+    assert go.startswith(b"--unshare-all\0--share-net\0--die-with-parent\0") and go.endswith(b"\0")
+    for launch in (Launch(["prog"], {}), Isolation(NONE).launch(["prog"], tmp_path, {}, args_fd=5),
+                   Isolation(APPTAINER, command="apptainer exec {image}", image="i").launch(["prog"], tmp_path, {}, 5)):
+        assert _gated(launch, 5) == ([GATE_SHELL, "-c", GATE, "wms-gate", *launch.argv], 5, (), GO)
+
+
+def test_letting_a_job_go_never_hangs_on_a_reader_that_is_gone_or_stuck():
+    from pilot.runner import _let_go
+
+    def closed(fd: int) -> bool:
+        try:
+            os.fstat(fd)
+        except OSError:
+            return True
+        return False
+
+    read_end, write_end = os.pipe()
+    _let_go(write_end, b"g\n", 1.0)                  # what the pipe holds is written at once
+    assert closed(write_end) and os.read(read_end, 10) == b"g\n" and os.read(read_end, 10) == b""
+    os.close(read_end)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with pytest.raises(BrokenPipeError):
+        _let_go(write_end, b"g\n", 1.0)
+    assert closed(write_end)
+    read_end, write_end = os.pipe()
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        _let_go(write_end, b"x" * (1 << 20), 0.3)     # more than a pipe holds, and nobody reads
+    assert 0.3 <= time.monotonic() - t0 < patience(10) and closed(write_end)
+    os.close(read_end)
 
 
 def test_cannot_start_says_why_as_execvp_would(tmp_path):
