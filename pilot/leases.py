@@ -19,7 +19,8 @@ lease has passed stops its copy at the next poll.
 
 Heartbeats run on a thread of their own, the first a second after the job
 starts, sooner when little of the start window is left (it ends the start
-window; a job over by then reports its end instead, one call fewer): a call that hangs on a cut network
+window; a job over by then reports its end instead, one call fewer, and
+never had the thread): a call that hangs on a cut network
 never delays the monitor's signals, limits, or its noticing the payload's
 end. Each heartbeat is one try with a short timeout; a failed one is tried
 again soon, and the lease decides when to give up, not a count of retries.
@@ -121,6 +122,10 @@ class Heartbeats:
     raises :class:`JobLost` (HTTP 409) or another :class:`ClientError`. The
     monitor reads :attr:`verdict`: None while the job is ours, ``"Killed"``
     or ``"Lost"`` once the server said otherwise.
+
+    The thread starts with :meth:`start`, or when the first heartbeat is due
+    (:meth:`start_when_due`, which the monitor calls as it watches): a job
+    that ends before then, as most short jobs do, never has one.
     """
 
     def __init__(self, send: Callable[[], bool], lease: Lease, interval: float, name: str = "heartbeat") -> None:
@@ -133,16 +138,6 @@ class Heartbeats:
         self.sent = 0
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def start(self) -> Heartbeats:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """No more heartbeats; does not wait for one under way (it may hang on a cut network)."""
-        self._done.set()
-
-    def _run(self) -> None:
         # The first soon: until it is recorded the server counts the start
         # window, which an outage of the server longer than it would close on
         # a job that has started (and perhaps ended) here. Not at once: a job
@@ -151,9 +146,43 @@ class Heartbeats:
         # a quarter of what is left of the start window's honoured share. Without a lease, as before.
         # A start confirmed late (its first report's answer lost) has little of its
         # window left: then the first goes at once, as the later ones would.
-        deadline = self.lease.deadline()
-        wait = self.interval if deadline is None else \
-            min(FIRST_WAIT, max(0.0, (deadline - self.lease.clock()) / RENEWALS))
+        deadline = lease.deadline()
+        first = interval if deadline is None else min(FIRST_WAIT, max(0.0, (deadline - lease.clock()) / RENEWALS))
+        self._first_at = lease.clock() + first
+
+    def start(self) -> Heartbeats:
+        self._thread.start()
+        return self
+
+    @property
+    def started(self) -> bool:
+        """Whether the thread was started."""
+        return self._thread.ident is not None
+
+    def start_when_due(self) -> float | None:
+        """Start the thread if the first heartbeat is due; else the seconds
+        until it is (None once started or stopped): the monitor wakes by then."""
+        if self.started or self._done.is_set():
+            return None
+        left = self._first_at - self.lease.clock()
+        if left > 0:
+            return left
+        self._thread.start()
+        return None
+
+    def keep_going(self) -> None:
+        """Start the thread now if it has not started (its first heartbeat
+        still waits until due): a job being stopped keeps its lease while
+        it takes its grace."""
+        if not self.started and not self._done.is_set():
+            self._thread.start()
+
+    def stop(self) -> None:
+        """No more heartbeats; does not wait for one under way (it may hang on a cut network)."""
+        self._done.set()
+
+    def _run(self) -> None:
+        wait = max(0.0, self._first_at - self.lease.clock())
         while not self._done.wait(wait):
             sent_at = self.lease.clock()
             self.sent += 1

@@ -611,10 +611,22 @@ class _Child:
         # go to the node's init); a session, once all of it has the signal.
         # A session, as the signal found it: one reading of the node's
         # processes, not two (the wait below drops those that are gone).
-        left = self.processes() if self.sandboxed else None
-        found = signal_tree(self.pgid, signal.SIGKILL, spare_leader=self.sandboxed)
-        if left is None:
-            left = [p for p in found if p.state not in ("Z", "X")]
+        # A sandbox whose leader has ended on its own is gone whole: bwrap
+        # ends only after the sandbox's init, whose end the kernel completes
+        # only once every process of its namespace has ended (and a bwrap
+        # killed takes its init along, --die-with-parent); a zombie leader
+        # has no children left to read. The signal to the group is enough.
+        if self.sandboxed and self.exited():
+            left = []
+            try:
+                os.killpg(self.pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        else:
+            left = self.processes() if self.sandboxed else None
+            found = signal_tree(self.pgid, signal.SIGKILL, spare_leader=self.sandboxed)
+            if left is None:
+                left = [p for p in found if p.state not in ("Z", "X")]
         try:
             _, status, rusage = os.wait4(self.pid, 0)
         except ChildProcessError:
@@ -918,8 +930,9 @@ def _run(
             sessions.remove(child.pgid)
         return failed_to_start(f"Cannot start: {exc}")
 
+    # Its thread starts when the first heartbeat is due (_watch).
     heartbeats = Heartbeats(lambda: reporter.heartbeat(spec.job_id), lease, heartbeat_interval,
-                            name=f"heartbeat-{spec.job_id}").start()
+                            name=f"heartbeat-{spec.job_id}")
     try:
         return _watch(spec, job_dir, reporter, child, heartbeats, lease, started, output_limit, grace,
                       poll_interval, stop, patience, sessions, sandboxed, patterns)
@@ -962,13 +975,17 @@ def _watch(spec: JobSpec, job_dir: Path, reporter: Reporter, child: _Child, hear
     abandon: str | None = None  # "Killed" / "Lost" / "Expired": terminate, report nothing
     usr1_sent: float | None = None
     cpu_seen = 0.0
+    looked = False
     while not child.exited():
         elapsed = time.monotonic() - started
-        if limits.cpu_time is not None or sandboxed:
+        if looked and (limits.cpu_time is not None or sandboxed):
             # In a sandbox the kernel's account of the job's CPU is lost with
             # the sandbox's init (it is not reaped by the pilot's child): the
-            # samples are the figure, to within one poll.
+            # samples are the figure, to within one poll. Not at the first
+            # look, as the job starts: it has used nothing yet, and most
+            # short jobs end before the second.
             cpu_seen = max(cpu_seen, tree_cpu_seconds(child.pgid, sandboxed))
+        looked = True
         if limits.h_rt is not None and elapsed >= limits.h_rt:
             verdict = f"Exceeded h_rt ({_fmt_seconds(limits.h_rt)} s)"
         elif limits.cpu_time is not None and cpu_seen >= limits.cpu_time:
@@ -995,10 +1012,13 @@ def _watch(spec: JobSpec, job_dir: Path, reporter: Reporter, child: _Child, hear
             abandon = "Expired"
         if verdict is not None or abandon is not None:
             log.info("terminating: %s", verdict or abandon)
+            heartbeats.keep_going()
             child.terminate(lease.kill_grace(grace) if abandon == "Expired" else grace)
             break
-        # Wake at the job's end or when the pilot stops; otherwise look again after a poll.
-        child.pause(poll_interval, stop)
+        # Wake at the job's end or when the pilot stops; otherwise look again
+        # after a poll, or when the first heartbeat is due.
+        due = heartbeats.start_when_due()
+        child.pause(poll_interval if due is None else min(poll_interval, due), stop)
 
     child.reap()
     if sessions is not None:

@@ -12,7 +12,7 @@ from shlex import quote
 import pytest
 
 from pilot.client import JobLost, NetworkError
-from pilot.leases import KILL_SHARE, SHARE, Heartbeats, Lease, call_timeout
+from pilot.leases import FIRST_WAIT, KILL_SHARE, SHARE, Heartbeats, Lease, call_timeout
 from pilot.runner import LEASE_MINOR, JobSpec, Limits
 from tests.helpers import patience, wait_until
 from tests.pilot.recorder import Recorder
@@ -95,6 +95,40 @@ def test_a_refused_heartbeat_makes_the_job_lost():
 
     beats = Heartbeats(send, Lease(6, 10, 0.0), interval=0.01).start()
     assert wait_until(lambda: beats.verdict, timeout=10, what="the refusal") == "Lost"
+
+
+
+def test_the_heartbeat_thread_starts_only_when_the_first_heartbeat_is_due():
+    clock = Clock()
+    sent = threading.Event()
+    lease = Lease(start_window=300, run_lease=600, confirmed_at=clock(), clock=clock)
+    beats = Heartbeats(lambda: sent.set() or False, lease, interval=60)
+    assert beats.start_when_due() == pytest.approx(FIRST_WAIT)      # a second after the start
+    clock.now += 0.4
+    assert beats.start_when_due() == pytest.approx(FIRST_WAIT - 0.4)
+    assert not beats.started
+    clock.now += 0.6
+    assert beats.start_when_due() is None and beats.started          # due: started, and it sends at once
+    assert wait_until(sent.is_set, timeout=10, what="the first heartbeat")
+    beats.stop()
+
+
+def test_a_job_over_before_its_first_heartbeat_never_had_the_thread():
+    beats = Heartbeats(lambda: False, Lease(300, 600, 0.0, clock=Clock()), interval=60)
+    beats.stop()
+    assert beats.start_when_due() is None
+    beats.keep_going()
+    assert not beats.started
+
+
+def test_a_job_being_stopped_keeps_its_heartbeats_going_from_when_they_are_due():
+    clock = Clock()
+    sent = threading.Event()
+    beats = Heartbeats(lambda: sent.set() or False, Lease(300, 600, clock(), clock=clock), interval=60)
+    beats.keep_going()                                              # started, the first still a second off
+    assert beats.started and beats.start_when_due() is None and not sent.wait(0.3)
+    clock.now += FIRST_WAIT
+    beats.stop()
 
 
 # -- the runner ---------------------------------------------------------------
