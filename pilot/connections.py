@@ -28,7 +28,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, cast
 from urllib.parse import urlsplit
 
 # Below uvicorn's timeout_keep_alive (5 s), the shortest of the servers a
@@ -162,4 +162,5 @@ def _through_urllib(method: str, url: str, body: bytes | BinaryIO | None, header
     try:
         return urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as exc:
-        return exc      # an answer with an error status: the caller reads it like any other
+        # An answer with an error status (its code, always set): the caller reads it like any other.
+        return cast(Answer, exc)

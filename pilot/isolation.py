@@ -91,7 +91,7 @@ SANDBOX_PILOT_DIR = "/wms-pilot"
 def interpreter_paths() -> tuple[str, ...]:
     """The Python the pilot runs with (its prefix and its base), so payloads
     may use that interpreter; code only, no secrets."""
-    found = []
+    found: list[str] = []
     for prefix in (sys.base_prefix, sys.prefix):
         if prefix and not any(prefix == p or prefix.startswith(p + "/") for p in ("/usr", *found)):
             found.append(prefix)

@@ -67,7 +67,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pilot import __version__, logs
 from pilot.backoff import empty_delay
@@ -372,7 +372,7 @@ class Pilot:
 
     # -- slot workers --------------------------------------------------------
 
-    def take_job(self, pending_only: bool = False) -> tuple[JobSpec, int] | None | bool:
+    def take_job(self, pending_only: bool = False) -> tuple[JobSpec, int] | None | Literal[False]:
         """A job left by another worker's batch, else one match request with the free slots now.
 
         Returns (job, slots taken), None for an empty answer (or a failed
@@ -425,10 +425,11 @@ class Pilot:
         self.idle -= 1
         return job
 
-    def ask(self, free: int, count: int) -> list[dict[str, Any]]:
+    def ask(self, free: int, count: int) -> list[Any]:
         """The jobs of one match request (none for an empty answer or a failed call):
         request-jobs for ``count`` > 1, request-job for one, or when the server
-        has no request-jobs (HTTP 404: a server older than the route)."""
+        has no request-jobs (HTTP 404: a server older than the route). As the
+        server sent them: each is checked by ``JobSpec.from_match``."""
         body = self.request_body(free)
         try:
             if count > 1 and self.batched:

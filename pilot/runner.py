@@ -616,17 +616,16 @@ class _Child:
         # only once every process of its namespace has ended (and a bwrap
         # killed takes its init along, --die-with-parent); a zombie leader
         # has no children left to read. The signal to the group is enough.
+        left: list[ProcStat] = []
         if self.sandboxed and self.exited():
-            left = []
             try:
                 os.killpg(self.pgid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
         else:
-            left = self.processes() if self.sandboxed else None
+            before = self.processes() if self.sandboxed else None
             found = signal_tree(self.pgid, signal.SIGKILL, spare_leader=self.sandboxed)
-            if left is None:
-                left = [p for p in found if p.state not in ("Z", "X")]
+            left = before if before is not None else [p for p in found if p.state not in ("Z", "X")]
         try:
             _, status, rusage = os.wait4(self.pid, 0)
         except ChildProcessError:
