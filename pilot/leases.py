@@ -167,7 +167,7 @@ class Heartbeats:
         left = self._first_at - self.lease.clock()
         if left > 0:
             return left
-        self._thread.start()
+        self.keep_going()
         return None
 
     def keep_going(self) -> None:

@@ -922,8 +922,8 @@ def _run(
     try:
         _let_go(gate_write, go, GATE_TIMEOUT)
     except OSError as exc:
-        # Its first process ended, or stalled, at the gate: the job did not start.
-        signal_tree(child.pgid, signal.SIGKILL)
+        # Its first process ended, or stalled, at the gate: the job did not
+        # start. reap() kills what is left of it.
         child.reap()
         if sessions is not None:
             sessions.remove(child.pgid)
