@@ -109,10 +109,44 @@ def test_a_claim_with_quota_sets_that_changed_is_refused(filled):
     assert rows(filled)["jobs"][2][0] == "Waiting"
 
 
+def claim_several(engine, debits, count):
+    if not match_db.claims_several_in_one_call(engine):
+        pytest.skip(f"{engine.dialect.name} claims one job a call; the Matcher repeats the claim there")
+    return run_in_transaction(engine, lambda conn: match_db.claim_several(
+        conn, 1, placement(), count, source="Matcher", debits=debits, rules_version=0))
+
+
+def test_several_jobs_in_one_call_are_taken_as_one_claim_after_the_other_would(filled):
+    debits = [("global", "compiler_lic", 1.0, 20.0)]
+    assert [job["job_id"] for job in claim_several(filled, debits, 2)] == [2, 1]
+    after = rows(filled)
+    assert after["usage"][("global", "compiler_lic")] == 2.0
+    assert after["debits"] == [(1, "global", "compiler_lic", 1.0), (2, "global", "compiler_lic", 1.0)]
+    assert sorted(after["history"]) == [(1, "Matched", "Assigned to pilot p1 (attempt 1)"),
+                                        (2, "Matched", "Assigned to pilot p1 (attempt 1)")]
+    # More asked for than wait: what waits.
+    assert [job["job_id"] for job in claim_several(filled, debits, 5)] == [3]
+    assert claim_several(filled, debits, 5) == []
+
+
+def test_a_later_job_that_does_not_fit_ends_the_list_and_the_first_is_refused(filled):
+    # Two of three licences free: the third job's debit would not fit.
+    with filled.begin() as conn:
+        conn.execute(resource_usage.update().where(resource_usage.c.scope == "global").values(used=1.0))
+    debits = [("global", "compiler_lic", 1.0, 3.0), ("queue:A/B/c", "slots", 1.0, 10.0)]
+    assert [job["job_id"] for job in claim_several(filled, debits, 3)] == [2, 1]
+    after = rows(filled)
+    assert after["usage"][("global", "compiler_lic")] == 3.0 and after["jobs"][3][0] == "Waiting"
+    before = rows(filled)
+    with pytest.raises(match_db.DebitDoesNotFit) as refused:
+        claim_several(filled, debits, 3)
+    assert refused.value.index == 0 and rows(filled) == before
+
+
 def routine_text(conn) -> str | None:
     """The body of the installed claim routine, as the database keeps it."""
     if conn.dialect.name == "postgresql":
-        return conn.execute(text("SELECT prosrc FROM pg_proc WHERE proname = 'wms_claim_job'")).scalar_one()
+        return conn.execute(text("SELECT prosrc FROM pg_proc WHERE proname = 'wms_claim_jobs'")).scalar_one()
     return conn.execute(text("SELECT ROUTINE_DEFINITION FROM information_schema.ROUTINES "
                              "WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'wms_claim_job'")).scalar_one()
 

@@ -41,7 +41,7 @@ def test_comparison_sees_a_difference(engine: Engine) -> None:
 
 
 def test_revision_is_head(engine: Engine) -> None:
-    assert migrate.head_revision() == "0017_pilot_reports_function"
+    assert migrate.head_revision() == "0018_claim_several_jobs"
     assert migrate.current_revision(engine) == migrate.head_revision()
 
 

@@ -4,10 +4,12 @@ expire, and nothing is handed out twice or overbooked."""
 
 from __future__ import annotations
 
+import random
 import threading
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import select
 
 from tests.helpers import ADMIN, as_pilot, ROLAND, run_concurrently
 from wms.core.errors import Conflict, InvalidInput
@@ -15,6 +17,8 @@ from wms.core.match.context import PilotRequest
 from wms.db import jobs as jobs_db
 from wms.db import matching as match_db
 from wms.db import pilots as pilots_db
+from wms.db import task_queues as task_queues_db
+from wms.db.schema import jobs as jobs_table
 from wms.services import jobs as jobs_service
 from wms.services import matcher
 from wms.services import leases
@@ -378,10 +382,47 @@ def test_a_batch_hands_out_jobs_while_the_slots_last(runtime, now):
         matcher.request_jobs(runtime, pilot("p3", slots=2), 3, now)
 
 
+def test_a_batch_of_one_task_queue_is_one_claim_where_the_database_can(runtime, now, monkeypatch):
+    submitted = submit(runtime, now, *[HELLO] * 5)
+    calls = []
+    real = match_db.claim_several
+    monkeypatch.setattr(match_db, "claim_several", lambda *a, **kw: calls.append(a[3]) or real(*a, **kw))
+    result = matcher.request_jobs(runtime, pilot(slots=4), 4, now)
+    # The same jobs, in the order one claim after the other takes them.
+    assert [job["JobID"] for job in result.jobs] == submitted[:4] and result.reason is None
+    assert calls == ([4] if match_db.claims_several_in_one_call(runtime.engine) else [])
+    assert [status(runtime, j)["Status"] for j in submitted] == ["Matched"] * 4 + ["Waiting"]
+
+
+def test_a_batch_draws_each_job_as_a_request_of_its_own_would(runtime, now):
+    # Two task queues of priorities 1000 and 3000 (a task queue is drawn in
+    # proportion to its priority, choice.py): batches of four take about a
+    # quarter and three quarters of their jobs from them, as single requests
+    # would. Keeping the draw that ended a batch for the next job is what
+    # keeps it so; dropping it would favour the task queue drawn first.
+    ids = submit(runtime, now, *[HELLO] * 400, *[HELLO.replace("300", "400")] * 400)
+    low_ids = set(ids[:400])
+    with runtime.engine.begin() as conn:
+        tq = dict(conn.execute(select(jobs_table.c.job_id, jobs_table.c.task_queue_id)
+                               .where(jobs_table.c.job_id.in_([ids[0], ids[-1]]))).all())
+        task_queues_db.set_priorities(conn, {tq[ids[0]]: 1000, tq[ids[-1]]: 3000})
+    matcher.forget_waiting_task_queues(runtime)
+    rng = random.Random(7)
+    taken = []
+    for n in range(100):
+        batch = [job["JobID"] for job in matcher.request_jobs(runtime, pilot(f"p{n}", slots=4), 4, now, rng).jobs]
+        jobs_service.kill_jobs(runtime, ADMIN, batch, now)     # the local queue's 4 slots free again
+        taken += batch
+    assert len(taken) == 400 == len(set(taken))
+    share = sum(1 for j in taken if j in low_ids) / len(taken)
+    assert 0.19 < share < 0.31, share
+
+
 def test_a_batch_whose_later_match_fails_keeps_and_answers_the_jobs_claimed(runtime, now, monkeypatch):
     # A fault injected into the second match of the batch (the database gone,
     # say): the first job is committed and this pilot's, so it is answered.
-    submitted = submit(runtime, now, HELLO, HELLO)
+    # Two task queues of one job each: the batch needs a second match.
+    submitted = submit(runtime, now, HELLO, HELLO.replace("300", "400"))
     real, calls = matcher._request_job, []
 
     def second_fails(*args, **kw):

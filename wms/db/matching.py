@@ -23,7 +23,10 @@ function / procedure (``claim_in_one_call``; their current text is in
 wms/db/sql/, installed by migrations as frozen copies); ``claim_job`` and
 ``debit_all`` are the statement-by-statement form SQLite uses. ``claim``
 is the one entry point; tests/db/test_claim_routines.py runs the same
-cases through it on the three databases.
+cases through it on the three databases. PostgreSQL's function also takes
+several jobs of a task queue in one call (``claim_several``, a batch's
+jobs drawn to the same task queue): each as ``claim`` would take it, a
+later one only while every debit still fits.
 """
 
 from __future__ import annotations
@@ -218,8 +221,8 @@ class DebitDoesNotFit(Exception):
 DEBIT_FULL_SQLSTATE = "WMS01"
 SETS_CHANGED_SQLSTATE = "WMS02"
 _CLAIM_FUNCTION = text(
-    "SELECT job_id, cpu_time, jdl, attempt FROM wms_claim_job(:tq_id, :pilot, :site, :queue, :host, :slots, :lease, "
-    ":minor, :now, :source, :scopes, :resources, :amounts, :capacities, :rules_version)"
+    "SELECT job_id, cpu_time, jdl, attempt FROM wms_claim_jobs(:tq_id, :count, :pilot, :site, :queue, :host, :slots, "
+    ":lease, :minor, :now, :source, :scopes, :resources, :amounts, :capacities, :rules_version)"
 ).bindparams(
     bindparam("lease", type_=jobs.c.lease_expires.type), bindparam("now", type_=jobs.c.matched_time.type),
     bindparam("scopes", type_=ARRAY(Text)), bindparam("resources", type_=ARRAY(Text)),
@@ -246,7 +249,8 @@ def claim(
     QuotaSetsChanged; DebitDoesNotFit with the 0-based index of the first
     debit that did not fit (the caller's transaction then rolls back)."""
     if claims_in_one_call(conn):
-        return claim_in_one_call(conn, tq_id, placement, source=source, debits=debits, rules_version=rules_version)
+        jobs = claim_in_one_call(conn, tq_id, placement, source=source, debits=debits, rules_version=rules_version)
+        return jobs[0] if jobs else None
     check_rules_version(conn, rules_version)
     job = claim_job(conn, tq_id, placement)
     if job is None:
@@ -258,6 +262,24 @@ def claim(
     add_history(conn, [{"job_id": job["job_id"], "status": JobStatus.MATCHED.value,
                         "minor_status": job["minor_status"], "source": source, "time": placement.now}])
     return job
+
+
+def claim_several(
+    conn: Connection, tq_id: int, placement: Placement, count: int, *, source: str,
+    debits: Sequence[tuple[str, str, float, float]], rules_version: int,
+) -> list[dict[str, Any]]:
+    """Up to ``count`` jobs of a task queue in one call (PostgreSQL only:
+    ``claims_several_in_one_call``), each taken as ``claim`` takes one, in
+    the order ``claim`` would take them; the first refused as ``claim``
+    refuses, a later one that does not fit ending the list instead."""
+    return claim_in_one_call(conn, tq_id, placement, source=source, debits=debits, rules_version=rules_version,
+                             count=count)
+
+
+def claims_several_in_one_call(conn_or_engine: Any) -> bool:
+    """True where ``claim_several`` is one call: PostgreSQL (migration 0018).
+    MariaDB's procedure and SQLite's statements claim one job at a time."""
+    return conn_or_engine.dialect.name == "postgresql"
 
 
 def claims_in_one_call(conn_or_engine: Any) -> bool:
@@ -277,25 +299,26 @@ def claims_on_autocommit(conn_or_engine: Any) -> bool:
 
 def claim_in_one_call(
     conn: Connection, tq_id: int, placement: Placement, *, source: str,
-    debits: Sequence[tuple[str, str, float, float]], rules_version: int,
-) -> dict[str, Any] | None:
+    debits: Sequence[tuple[str, str, float, float]], rules_version: int, count: int = 1,
+) -> list[dict[str, Any]]:
     """The whole claim in one round trip: the usage guard and the check of
     ``rules_version``, claim_job, every debit (scope, resource, amount,
     capacity; given sorted) and record_debits, and the Matched history
-    entry. The job or None; raises DebitDoesNotFit when a consumable is
-    full and QuotaSetsChanged when the sets are not those of
-    ``rules_version`` (the caller's transaction must then roll back; on
-    PostgreSQL the failed statement already undid everything)."""
+    entry; on PostgreSQL repeated for up to ``count`` jobs (claim_several).
+    The jobs claimed, perhaps none; raises DebitDoesNotFit when a
+    consumable is full for the first and QuotaSetsChanged when the sets
+    are not those of ``rules_version`` (the caller's transaction must then
+    roll back; on PostgreSQL the failed statement already undid everything)."""
     params = {"tq_id": tq_id, "source": source, "rules_version": rules_version, **placement.params()}
     if conn.dialect.name == "postgresql":
-        params.update({"scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
+        params.update({"count": count, "scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
                        "amounts": [float(d[2]) for d in debits], "capacities": [float(d[3]) for d in debits]})
         statement = _CLAIM_FUNCTION
     else:
         params["debits"] = json.dumps([[d[0], d[1], float(d[2]), float(d[3])] for d in debits])
         statement = _CLAIM_PROCEDURE
     try:
-        row = conn.execute(statement, params).mappings().first()
+        rows = conn.execute(statement, params).mappings().all()
     except DBAPIError as exc:
         if _refusal(exc) == SETS_CHANGED_SQLSTATE:
             raise QuotaSetsChanged() from None
@@ -304,7 +327,7 @@ def claim_in_one_call(
             raise DebitDoesNotFit(index) from None
         raise
     routine_committed(conn)       # both routines leave no transaction open (a no-op but on MariaDB)
-    return dict(row) if row is not None and row["job_id"] is not None else None
+    return [dict(row) for row in rows if row["job_id"] is not None]
 
 
 def _refusal(exc: DBAPIError) -> str | None:

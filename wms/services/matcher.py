@@ -13,9 +13,11 @@ is overbooked, whatever the number of Matchers (DESIGN.md).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import random
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,7 +31,7 @@ from wms.core.limits import MATCH_BATCH_MAX, STORED
 from wms.core.match import framework, levels, pilot_slots
 from wms.core.match import quotas as quota_layer
 from wms.core.match.choice import WeightedDraw
-from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
+from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView, with_free_slots
 from wms.core.match.framework import LAYERS, StaticVerdicts
 from wms.core.match.layer import Debit
 from wms.core.match.pools import admits
@@ -60,13 +62,31 @@ NO_WAITING = "no waiting job for the pools this queue serves"
 
 
 @dataclass(frozen=True)
+class Pending:
+    """The draw of a batch's next job, made while the batch was planned: the
+    order it drew over ``draw``'s task queues, from the one it came to first.
+    The next job starts there, so that every job of a batch is drawn as one
+    asking alone would be (``_same_draws``)."""
+
+    draw: WeightedDraw[int]
+    order: Iterator[int]
+
+
+@dataclass(frozen=True)
 class MatchResult:
-    job: dict[str, Any] | None
+    # The jobs claimed: one for request_job, up to ``up_to`` of one task queue in a batch.
+    jobs: tuple[dict[str, Any], ...] = ()
     reason: str = ""
     # For a no-match, what decided it: the layer that denied the most task
     # queues (pools, reservation, quota, global, host, queue, requirements),
     # or one of telemetry's NO_CANDIDATE, TAKEN, RULES_CHANGING.
     layer: str = ""
+    # Where the batch's next job starts, when its draw was made here.
+    pending: Pending | None = None
+
+    @property
+    def job(self) -> dict[str, Any] | None:
+        return self.jobs[0] if self.jobs else None
 
 
 class Denials:
@@ -281,15 +301,20 @@ RULES_CHANGED_ATTEMPTS = 3
 RULES_CHANGING = "resource quota sets are being changed: ask again"
 
 
-def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random | None = None) -> MatchResult:
+def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random | None = None, *,
+                up_to: int = 1, pending: Pending | None = None) -> MatchResult:
+    """One job for the pilot, or why there is none. With ``up_to`` > 1 (a
+    batch, ``request_jobs``), up to that many of the task queue drawn, as
+    many as the draws of the batch's next jobs came to that task queue too;
+    ``pending`` is where the previous part of the batch left the next draw."""
     validate_request(runtime, request)
     rng = rng or _RNG
-    result = MatchResult(None, RULES_CHANGING, telemetry.RULES_CHANGING)
+    result = MatchResult((), RULES_CHANGING, telemetry.RULES_CHANGING)
     to_hold: dict[int, Verdict] = {}
     try:
         for _ in range(RULES_CHANGED_ATTEMPTS):
             try:
-                result = _request_job(runtime, request, now, rng, to_hold)
+                result = _request_job(runtime, request, now, rng, to_hold, up_to, pending)
                 break
             except match_db.QuotaSetsChanged:
                 # Another process stored new sets (and recounted the running
@@ -299,7 +324,10 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
     finally:
         if to_hold:
             hold_task_queues(runtime, to_hold, now)
-    telemetry.match_answered(result.layer if result.job is None else None)
+    for _ in result.jobs:
+        telemetry.match_answered(None)
+    if not result.jobs:
+        telemetry.match_answered(result.layer)
     log_decision(request, result)
     return result
 
@@ -319,10 +347,13 @@ class BatchResult:
 
 def request_jobs(runtime: Runtime, request: PilotRequest, count: int, now: datetime,
                  rng: random.Random | None = None) -> BatchResult:
-    """Up to ``count`` jobs for a pilot with ``request.slots`` free slots: one
-    ``request_job`` after the other, each claimed and committed on its own,
-    each offered only the slots the jobs before it left free (a job needing
-    more is not handed out); the first no-match ends the batch.
+    """Up to ``count`` jobs for a pilot with ``request.slots`` free slots, each
+    drawn as a ``request_job`` of its own would draw it and offered only the
+    slots the jobs before it left free (a job needing more is not handed
+    out); the first no-match ends the batch. Jobs whose draws came one after
+    the other to the same task queue are claimed in one call where the
+    database can (``match_db.claim_several``), the others one by one; each
+    call commits on its own.
 
     A later match that raises does not take back the jobs already claimed:
     they are committed and this pilot's, so they are answered, with
@@ -335,29 +366,32 @@ def request_jobs(runtime: Runtime, request: PilotRequest, count: int, now: datet
     rng = rng or _RNG
     jobs: list[dict[str, Any]] = []
     free = request.slots
+    pending: Pending | None = None
     while len(jobs) < count and free > 0:
         try:
-            result = request_job(runtime, dataclasses.replace(request, slots=free), now, rng)
+            result = request_job(runtime, dataclasses.replace(request, slots=free), now, rng,
+                                 up_to=count - len(jobs), pending=pending)
         except Exception:
             if not jobs:
                 raise
             log.exception("pilot %s: a match failed after %d job(s) were handed out; answering those",
                           request.pilot_id, len(jobs))
             return BatchResult(jobs, BATCH_STOPPED)
-        if result.job is None:
+        if not result.jobs:
             return BatchResult(jobs, result.reason)
-        jobs.append(result.job)
-        free -= result.job["Slots"]
+        jobs.extend(result.jobs)
+        free -= sum(job["Slots"] for job in result.jobs)
+        pending = result.pending
     return BatchResult(jobs)
 
 
 def log_decision(request: PilotRequest, result: MatchResult) -> None:
     """The one log line of a match decision (docs/deployment.md, "Logs")."""
     fields = {"pilot_id": request.pilot_id, "queue": request.ref.name, "host": request.host}
-    if result.job is not None:
-        log.info("job %s matched to pilot %s on %s (%s)", result.job["JobID"], request.pilot_id,
-                 request.ref.name, request.host, extra={"fields": {**fields, "job_id": result.job["JobID"]}})
-    else:
+    for job in result.jobs:
+        log.info("job %s matched to pilot %s on %s (%s)", job["JobID"], request.pilot_id,
+                 request.ref.name, request.host, extra={"fields": {**fields, "job_id": job["JobID"]}})
+    if not result.jobs:
         log.info("no job for pilot %s on %s (%s): %s", request.pilot_id, request.ref.name, request.host,
                  result.reason, extra={"fields": {**fields, "reason": result.reason}})
 
@@ -374,7 +408,7 @@ def hold_task_queues(runtime: Runtime, verdicts: dict[int, Verdict], now: dateti
 
 
 def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: random.Random,
-                 to_hold: dict[int, Verdict]) -> MatchResult:
+                 to_hold: dict[int, Verdict], up_to: int = 1, pending: Pending | None = None) -> MatchResult:
     with LazyReader(runtime.engine) as reader:
         # One generation for the request: the pools and the candidates of the same list.
         generation = waiting(runtime, reader)
@@ -383,7 +417,7 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
         found = candidates(runtime, generation, reader, request)
         draw, views, others = found.draw, found.views, found.others
     if not views:
-        return MatchResult(None, nothing_waiting(request, others), telemetry.NO_CANDIDATE)
+        return MatchResult((), nothing_waiting(request, others), telemetry.NO_CANDIDATE)
     # After the reader is given back: the quota sets and reservations read
     # connections of their own, and a request holding two at once could
     # exhaust the pool under a burst (each request thread may hold one).
@@ -398,8 +432,13 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
     full: FullMemo = {}
     scored: list[tuple[int, TaskQueueView]] = []
     static = static_verdicts(runtime)
-    for tq_id in draw.order(rng):
-        view = views[tq_id]
+    # The batch's draw for this job, if it was made while the part before was
+    # planned over these same candidates; else a draw of its own.
+    order = pending.order if pending is not None and pending.draw is draw else draw.order(rng)
+    for tq_id in order:
+        view = views.get(tq_id)
+        if view is None:
+            continue
         decided = framework.evaluate(LAYERS, ctx, view, cache=static)
         verdict = decided.verdict
         if not verdict.allowed:
@@ -412,16 +451,46 @@ def _request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ra
         if decided.score:
             scored.append((decided.score, view))
             continue
-        job = _try_claim(runtime, ctx, view, now, denials, full)
-        if job is not None:
-            return MatchResult(job)
+        count, after = _same_draws(ctx, draw, views, view, up_to, rng, static) if up_to > 1 else (1, None)
+        jobs = _try_claim(runtime, ctx, view, now, denials, full, count)
+        if jobs:
+            # The next job's draw stands only if this one's all came: a shorter
+            # list means the task queue ran out or filled, which the draws
+            # after it did not know.
+            return MatchResult(tuple(jobs), pending=after if len(jobs) == count else None)
     for _, view in sorted(scored, key=lambda pair: pair[0]):   # stable: keeps the drawn order
-        job = _try_claim(runtime, ctx, view, now, denials, full)
-        if job is not None:
-            return MatchResult(job)
+        jobs = _try_claim(runtime, ctx, view, now, denials, full)
+        if jobs:
+            return MatchResult(tuple(jobs))
     if not denials:
-        return MatchResult(None, NO_WAITING, telemetry.TAKEN)
-    return MatchResult(None, summarise(denials.reasons()), denials.deciding_layer())
+        return MatchResult((), NO_WAITING, telemetry.TAKEN)
+    return MatchResult((), summarise(denials.reasons()), denials.deciding_layer())
+
+
+def _same_draws(ctx: MatchContext, draw: WeightedDraw[int], views: dict[int, TaskQueueView], chosen: TaskQueueView,
+                up_to: int, rng: random.Random, static: StaticVerdicts) -> tuple[int, Pending | None]:
+    """How many of a batch's jobs, from this one on, draw ``chosen``: the
+    draws of the next jobs, each made as that job's own request would make
+    it (a fresh weighted order, the first eligible task queue without a
+    score, judged with the slots the jobs before it leave free), made now,
+    until one comes to another task queue. That draw is returned, to be
+    where the next job starts: dropping it would favour ``chosen``."""
+    count = 1
+    while count < up_to and (count + 1) * chosen.slots <= ctx.request.slots:
+        after = with_free_slots(ctx, ctx.request.slots - count * chosen.slots)
+        order = draw.order(rng)
+        for tq_id in order:
+            decided = framework.evaluate(LAYERS, after, views[tq_id], cache=static)
+            if decided.verdict.allowed and not decided.score:
+                break
+        else:
+            # No task queue without a score is eligible for that job: its
+            # request walks them all anyway, in whatever order it draws.
+            return count, None
+        if tq_id != chosen.tq_id:
+            return count, Pending(draw, itertools.chain([tq_id], order))
+        count += 1
+    return count, None
 
 
 def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) -> framework.Diagnosis:
@@ -440,7 +509,7 @@ def explain(runtime: Runtime, request: PilotRequest, tq_id: int, now: datetime) 
 
 
 def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: datetime,
-               denials: Denials, full: FullMemo) -> dict[str, Any] | None:
+               denials: Denials, full: FullMemo, count: int = 1) -> list[dict[str, Any]]:
     debits = pilot_slots.with_debit(match_debits(ctx, view), ctx.request, view)
     for debit in debits:
         # A consumable found full earlier in this request rules out only the
@@ -449,14 +518,14 @@ def _try_claim(runtime: Runtime, ctx: MatchContext, view: TaskQueueView, now: da
         known = full.get((debit.scope, debit.resource))
         if known is not None and not fits(debit.amount, debit.capacity, known[0]):
             denials.add(_full_verdict(ctx, debit, *known))
-            return None
+            return []
     create_usage_rows(runtime, debits)
     try:
-        return _claim(runtime, ctx, view, debits, now, full)
+        return _claim(runtime, ctx, view, debits, now, full, count)
     except _DoesNotFit as exc:
         telemetry.claim_retried(telemetry.DOES_NOT_FIT)
         denials.add(exc.verdict)
-        return None
+        return []
 
 
 def summarise(denials: dict[str, int]) -> str:
@@ -466,30 +535,55 @@ def summarise(denials: dict[str, int]) -> str:
 
 
 def _claim(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[Debit], now: datetime,
-           full: FullMemo) -> dict | None:
-    """One attempt, one transaction (match_db.claim): claim the best waiting job, debit what it takes.
+           full: FullMemo, count: int = 1) -> list[dict[str, Any]]:
+    """Claim up to ``count`` of the best waiting jobs of ``tq``, debiting what
+    each takes: in one call where the database can (match_db.claim_several),
+    else one claim after the other, each its own transaction.
 
-    A debit that does not fit rolls the whole attempt back, the claim
-    included, and raises _DoesNotFit; the consumable's usage is remembered
-    for the rest of this request, so task queues needing more of it than
-    is free are skipped.
+    A debit of the first job that does not fit rolls its attempt back, the
+    claim included, and raises _DoesNotFit; the consumable's usage is
+    remembered for the rest of this request, so task queues needing more of
+    it than is free are skipped. A later job that does not fit, or finds no
+    job left, ends the list.
     """
     placement = _placement(runtime, ctx, tq, now)
     engine = runtime.engine
+    given = [(d.scope, d.resource, d.amount, d.capacity) for d in debits]
+    several = count > 1 and match_db.claims_several_in_one_call(engine)
+
+    def attempt(conn: Connection) -> list[dict[str, Any]]:
+        if several:
+            return match_db.claim_several(conn, tq.tq_id, placement, count, source=SOURCE_MATCHER, debits=given,
+                                          rules_version=ctx.rules_version)
+        job = match_db.claim(conn, tq.tq_id, placement, source=SOURCE_MATCHER, debits=given,
+                             rules_version=ctx.rules_version)
+        return [job] if job is not None else []
+
+    def claimed() -> list[dict[str, Any]]:
+        return run_in_transaction(engine, attempt, single_statement=match_db.claims_on_autocommit(engine),
+                                  on_retry=lambda: telemetry.claim_retried(telemetry.CONFLICT))
+
     try:
-        job = run_in_transaction(engine, lambda conn: match_db.claim(
-            conn, tq.tq_id, placement, source=SOURCE_MATCHER,
-            debits=[(d.scope, d.resource, d.amount, d.capacity) for d in debits], rules_version=ctx.rules_version,
-        ), single_statement=match_db.claims_on_autocommit(engine),
-            on_retry=lambda: telemetry.claim_retried(telemetry.CONFLICT))
+        jobs = claimed()
     except match_db.DebitDoesNotFit as exc:
         with reading(engine) as conn:
             raise _DoesNotFit(_remember_full(conn, ctx, debits[exc.index], full)) from None
-    if job is None:
-        return None
+    while jobs and not several and len(jobs) < count:
+        # The jobs claimed are committed and this pilot's: whatever stops the
+        # next claim (a full consumable, new quota sets, a failure), they are answered.
+        try:
+            more = claimed()
+        except (match_db.DebitDoesNotFit, match_db.QuotaSetsChanged):
+            break
+        except Exception:
+            log.exception("task queue %s: a claim failed after %d job(s) of a batch", tq.tq_id, len(jobs))
+            break
+        if not more:
+            break
+        jobs += more
     settings = runtime.config.settings
-    return job_payload(job, tq, settings.match_lease, job_tokens.mint(runtime, job["job_id"], job["attempt"]),
-                       run_lease=settings.heartbeat_timeout)
+    return [job_payload(job, tq, settings.match_lease, job_tokens.mint(runtime, job["job_id"], job["attempt"]),
+                        run_lease=settings.heartbeat_timeout) for job in jobs]
 
 
 def _placement(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, now: datetime) -> match_db.Placement:

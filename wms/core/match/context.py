@@ -128,6 +128,16 @@ class MatchContext:
         return {name: value for name, value in self.queue_params(vo).items() if not isinstance(value, dict)}
 
 
+def with_free_slots(ctx: MatchContext, free: int) -> MatchContext:
+    """``ctx`` as a request of the same pilot with ``free`` slots would see it:
+    the host level's slots and the pilot's FreeSlots (a batch's later jobs
+    are offered the slots the ones before them left)."""
+    request = dataclasses.replace(ctx.request, slots=free)
+    levels = tuple(dataclasses.replace(lv, load={**lv.load, "slots": free}) if lv.level == "host" else lv
+                   for lv in ctx.levels)
+    return dataclasses.replace(ctx, request=request, levels=levels, pilot_ad={**ctx.pilot_ad, "FreeSlots": free})
+
+
 @dataclass(frozen=True)
 class TaskQueueView:
     """A task queue as the Matcher uses it: its definition with the
