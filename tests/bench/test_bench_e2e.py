@@ -81,8 +81,10 @@ def test_the_same_jobs_run_as_one_array_of_a_private_slurm(tmp_path):
     reason = why_not_runnable()
     if reason is not None:
         missing_service(reason)
-    summary = json.loads(bench_e2e(tmp_path, "--jobs", "5", "--pilots", "1", "--slots", "2", "--isolation", "none",
-                                   "--against", "slurm", "--json").stdout)
+    run = bench_e2e(tmp_path, "--jobs", "5", "--pilots", "1", "--slots", "2", "--isolation", "none",
+                    "--against", "slurm", "--settle", "0.5", "--json")
+    summary = json.loads(run.stdout)
+    assert "waiting 0.5 s before the Slurm part (--settle)" in run.stderr
     slurm = summary["slurm"]
     assert summary["all_done"] and slurm["cpus"] == 2 and slurm["jobs"] == 5
     assert slurm["completed"] == 5 and slurm["states"] == {"COMPLETED 0:0": 5}

@@ -344,17 +344,26 @@ def run_e2e(args) -> int:
     load_before = os.getloadavg()
     print(f"e2e on {args.database}: {args.jobs} jobs of {shlex.join(payload)}, {args.pilots} pilots x "
           f"{args.slots} slots, isolation {args.isolation}", file=sys.stderr)
+    slurm = None
     with tempfile.TemporaryDirectory(prefix="wms-bench-e2e-") as tmp:
         if kind is None:
             wms = run_wms(args.database, args, Path(tmp), payload)
         else:
             with scratch_database(kind, Path(tmp), prefix="wms_bench") as url:
                 wms = run_wms(url, args, Path(tmp), payload)
-    slurm = None
-    if args.against == "slurm":
-        from wms.bench.against_slurm import run_against_slurm
+        if args.against == "slurm":
+            from wms.bench.against_slurm import run_against_slurm
 
-        slurm = run_against_slurm(args.jobs, slots, payload)
+            # The pilots deleted their job directories as they ended. On a file
+            # system that looks past recently deleted inodes for a new one (ext4
+            # without a journal), thousands of deletions just before would slow
+            # every file Slurm makes; the bench's own files wait until the end
+            # (docs/benchmarks.md).
+            settle = getattr(args, "settle", 0.0)
+            if settle:
+                print(f"waiting {settle:g} s before the Slurm part (--settle)", file=sys.stderr)
+                time.sleep(settle)
+            slurm = run_against_slurm(args.jobs, slots, payload)
     summary = summarise(args, payload, wms, slurm, {"start": list(load_before), "end": list(os.getloadavg())})
     if args.json:
         print(json.dumps(summary, indent=2))

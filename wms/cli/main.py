@@ -852,6 +852,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--against", choices=["slurm"],
                    help="slurm: then the same jobs as one job array of a private one-node Slurm with as many "
                         "CPUs as the pilots have slots, and the ratio of the two rates (root, slurm-wlm and munge)")
+    b.add_argument("--settle", type=_non_negative, default=60.0, metavar="SECONDS",
+                   help="with --against: the pause between the two parts (default 60), so that Slurm's files are "
+                        "not made just after the pilots deleted theirs (ext4 without a journal looks past inodes "
+                        "deleted in the last minute for a new one)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
     return parser
