@@ -262,6 +262,18 @@ def test_many_pilots_at_once_never_share_a_job_nor_overbook(runtime, now):
     assert usage(runtime) == {("queue:DIRAC.Local.ch/localhost/default", "slots"): 4.0}
 
 
+def test_many_batches_at_once_never_share_a_job_nor_overbook(runtime, now):
+    # Batches of up to three, claimed together where the database can: the
+    # queue's 4 slots still hold exactly 4 jobs, none handed out twice.
+    submit(runtime, now, *[HELLO] * 30)
+    results, errors = run_concurrently(
+        lambda n: matcher.request_jobs(runtime, pilot(f"p{n}", host=f"wn{n}", slots=3), 3, now).jobs, 8)
+    assert errors == []
+    got = [job["JobID"] for jobs in results for job in jobs]
+    assert len(got) == len(set(got)) == 4
+    assert usage(runtime) == {("queue:DIRAC.Local.ch/localhost/default", "slots"): 4.0}
+
+
 def test_a_silent_running_job_is_stalled_then_rescheduled_and_runs_elsewhere(runtime, now):
     [job_id] = submit(runtime, now, HELLO)
     matcher.request_job(runtime, pilot("p1"), now)

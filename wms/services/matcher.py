@@ -318,9 +318,11 @@ def request_job(runtime: Runtime, request: PilotRequest, now: datetime, rng: ran
                 break
             except match_db.QuotaSetsChanged:
                 # Another process stored new sets (and recounted the running
-                # jobs under them): adopt them now and decide afresh.
+                # jobs under them): adopt them now and decide afresh, with a
+                # draw of its own (the batch's was walked in part already).
                 telemetry.claim_retried(telemetry.RULES_CHANGED)
                 quotas_service.adopt_now(runtime)
+                pending = None
     finally:
         if to_hold:
             hold_task_queues(runtime, to_hold, now)
