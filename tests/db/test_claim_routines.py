@@ -148,7 +148,7 @@ def routine_text(conn) -> str | None:
     if conn.dialect.name == "postgresql":
         return conn.execute(text("SELECT prosrc FROM pg_proc WHERE proname = 'wms_claim_jobs'")).scalar_one()
     return conn.execute(text("SELECT ROUTINE_DEFINITION FROM information_schema.ROUTINES "
-                             "WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'wms_claim_job'")).scalar_one()
+                             "WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'wms_claim_jobs'")).scalar_one()
 
 
 def current_body(dialect: str) -> str:

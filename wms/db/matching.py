@@ -23,8 +23,8 @@ function / procedure (``claim_in_one_call``; their current text is in
 wms/db/sql/, installed by migrations as frozen copies); ``claim_job`` and
 ``debit_all`` are the statement-by-statement form SQLite uses. ``claim``
 is the one entry point; tests/db/test_claim_routines.py runs the same
-cases through it on the three databases. PostgreSQL's function also takes
-several jobs of a task queue in one call (``claim_several``, a batch's
+cases through it on the three databases. The function and the procedure
+also take several jobs of a task queue in one call (``claim_several``, a batch's
 jobs drawn to the same task queue): each as ``claim`` would take it, a
 later one only while every debit still fits.
 """
@@ -231,8 +231,8 @@ _CLAIM_FUNCTION = text(
 
 
 _CLAIM_PROCEDURE = text(
-    "CALL wms_claim_job(:tq_id, :pilot, :site, :queue, :host, :slots, :lease, :minor, :now, :source, :debits, "
-    ":rules_version)"
+    "CALL wms_claim_jobs(:tq_id, :count, :pilot, :site, :queue, :host, :slots, :lease, :minor, :now, :source, "
+    ":debits, :rules_version)"
 ).bindparams(bindparam("lease", type_=jobs.c.lease_expires.type), bindparam("now", type_=jobs.c.matched_time.type))
 # MariaDB's procedure signals this, with "WMS01 <index>" or "WMS02" as its message.
 _MARIADB_SIGNAL = 1644
@@ -268,8 +268,8 @@ def claim_several(
     conn: Connection, tq_id: int, placement: Placement, count: int, *, source: str,
     debits: Sequence[tuple[str, str, float, float]], rules_version: int,
 ) -> list[dict[str, Any]]:
-    """Up to ``count`` jobs of a task queue in one call (PostgreSQL only:
-    ``claims_several_in_one_call``), each taken as ``claim`` takes one, in
+    """Up to ``count`` jobs of a task queue in one call (PostgreSQL and
+    MariaDB: ``claims_several_in_one_call``), each taken as ``claim`` takes one, in
     the order ``claim`` would take them; the first refused as ``claim``
     refuses, a later one that does not fit ending the list instead."""
     return claim_in_one_call(conn, tq_id, placement, source=source, debits=debits, rules_version=rules_version,
@@ -277,9 +277,9 @@ def claim_several(
 
 
 def claims_several_in_one_call(conn_or_engine: Any) -> bool:
-    """True where ``claim_several`` is one call: PostgreSQL (migration 0018).
-    MariaDB's procedure and SQLite's statements claim one job at a time."""
-    return conn_or_engine.dialect.name == "postgresql"
+    """True where ``claim_several`` is one call: PostgreSQL and MariaDB
+    (migration 0018). SQLite's statements claim one job at a time."""
+    return claims_in_one_call(conn_or_engine)
 
 
 def claims_in_one_call(conn_or_engine: Any) -> bool:
@@ -304,14 +304,15 @@ def claim_in_one_call(
     """The whole claim in one round trip: the usage guard and the check of
     ``rules_version``, claim_job, every debit (scope, resource, amount,
     capacity; given sorted) and record_debits, and the Matched history
-    entry; on PostgreSQL repeated for up to ``count`` jobs (claim_several).
+    entry, repeated for up to ``count`` jobs (claim_several).
     The jobs claimed, perhaps none; raises DebitDoesNotFit when a
     consumable is full for the first and QuotaSetsChanged when the sets
     are not those of ``rules_version`` (the caller's transaction must then
     roll back; on PostgreSQL the failed statement already undid everything)."""
-    params = {"tq_id": tq_id, "source": source, "rules_version": rules_version, **placement.params()}
+    params = {"tq_id": tq_id, "count": count, "source": source, "rules_version": rules_version,
+              **placement.params()}
     if conn.dialect.name == "postgresql":
-        params.update({"count": count, "scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
+        params.update({"scopes": [d[0] for d in debits], "resources": [d[1] for d in debits],
                        "amounts": [float(d[2]) for d in debits], "capacities": [float(d[3]) for d in debits]})
         statement = _CLAIM_FUNCTION
     else:

@@ -10,7 +10,7 @@ import pytest
 
 from wms.core.complexes import ComplexTable
 from wms.core.match import framework, levels
-from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView
+from wms.core.match.context import MatchContext, PilotRequest, TaskQueueView, with_free_slots
 from wms.core.match.layer import BaseLayer, Debit, QueueLayer, ScoreLayer
 from wms.core.match.pools import REASON_POOL, PoolRules, PoolsLayer, listed_reason
 from wms.core.match.requirements import (
@@ -298,3 +298,19 @@ def test_the_pools_layer_gives_the_pools_own_cause_when_it_knows_the_requirement
         "pools", Code.NEVER, "not-in-submit-pool", f"{denial}: {cause}" if cause else denial)
     # A list of the job's queues (match-queues -v, submit's warning) gives the cause alone.
     assert listed_reason(verdict) == (cause or denial)
+
+
+def test_a_batch_s_later_job_is_judged_with_the_slots_the_ones_before_it_left():
+    # A pilot with 8 free slots; the jobs before took 6: the next is judged
+    # as a request with 2 would be, by the host level and by an expression
+    # on FreeSlots alike; the context it came from is left as it was.
+    eight = context(request(slots=8))
+    two = with_free_slots(eight, 2)
+    four_slots = task_queue(hard={"slots": 4})
+    assert framework.evaluate(framework.LAYERS, eight, four_slots).verdict.allowed
+    assert not framework.evaluate(framework.LAYERS, two, four_slots).verdict.allowed
+    wants_room = task_queue(requirements_expr="other.FreeSlots >= 4")
+    assert framework.evaluate(framework.LAYERS, eight, wants_room).verdict.allowed
+    assert framework.evaluate(framework.LAYERS, two, wants_room).verdict.code is Code.NOT_NOW
+    assert (two.request.slots, two.pilot_ad["FreeSlots"]) == (2, 2)
+    assert (eight.request.slots, eight.pilot_ad["FreeSlots"]) == (8, 8)
