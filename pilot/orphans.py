@@ -79,10 +79,16 @@ def session_members(sid: int) -> list[int]:
 
 
 def kill_session(sid: int) -> None:
-    """SIGKILL a job's process group and every other process of its session."""
-    for pid in [None, *session_members(sid)]:
+    """SIGKILL a job's process group, then every other process of its session
+    (the group first: it holds the payload as started, and must not wait for
+    the look through /proc that finds the rest)."""
+    try:
+        os.killpg(sid, signal.SIGKILL)
+    except OSError:
+        pass
+    for pid in session_members(sid):
         try:
-            os.killpg(sid, signal.SIGKILL) if pid is None else os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
 
