@@ -110,7 +110,7 @@ def test_a_claim_with_quota_sets_that_changed_is_refused(filled):
 
 
 def claim_several(engine, debits, count):
-    if not match_db.claims_several_in_one_call(engine):
+    if not match_db.claims_in_one_call(engine):
         pytest.skip(f"{engine.dialect.name} claims one job a call; the Matcher repeats the claim there")
     return run_in_transaction(engine, lambda conn: match_db.claim_several(
         conn, 1, placement(), count, source="Matcher", debits=debits, rules_version=0))

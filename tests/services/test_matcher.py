@@ -402,7 +402,7 @@ def test_a_batch_of_one_task_queue_is_one_claim_where_the_database_can(runtime, 
     result = matcher.request_jobs(runtime, pilot(slots=4), 4, now)
     # The same jobs, in the order one claim after the other takes them.
     assert [job["JobID"] for job in result.jobs] == submitted[:4] and result.reason is None
-    assert calls == ([4] if match_db.claims_several_in_one_call(runtime.engine) else [])
+    assert calls == ([4] if match_db.claims_in_one_call(runtime.engine) else [])
     assert [status(runtime, j)["Status"] for j in submitted] == ["Matched"] * 4 + ["Waiting"]
 
 

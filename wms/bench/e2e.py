@@ -359,10 +359,9 @@ def run_e2e(args) -> int:
             # without a journal), thousands of deletions just before would slow
             # every file Slurm makes; the bench's own files wait until the end
             # (docs/benchmarks.md).
-            settle = getattr(args, "settle", 0.0)
-            if settle:
-                print(f"waiting {settle:g} s before the Slurm part (--settle)", file=sys.stderr)
-                time.sleep(settle)
+            if args.settle:
+                print(f"waiting {args.settle:g} s before the Slurm part (--settle)", file=sys.stderr)
+                time.sleep(args.settle)
             slurm = run_against_slurm(args.jobs, slots, payload)
     summary = summarise(args, payload, wms, slurm, {"start": list(load_before), "end": list(os.getloadavg())})
     if args.json:

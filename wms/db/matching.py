@@ -269,21 +269,17 @@ def claim_several(
     debits: Sequence[tuple[str, str, float, float]], rules_version: int,
 ) -> list[dict[str, Any]]:
     """Up to ``count`` jobs of a task queue in one call (PostgreSQL and
-    MariaDB: ``claims_several_in_one_call``), each taken as ``claim`` takes one, in
+    MariaDB: ``claims_in_one_call``), each taken as ``claim`` takes one, in
     the order ``claim`` would take them; the first refused as ``claim``
     refuses, a later one that does not fit ending the list instead."""
     return claim_in_one_call(conn, tq_id, placement, source=source, debits=debits, rules_version=rules_version,
                              count=count)
 
 
-def claims_several_in_one_call(conn_or_engine: Any) -> bool:
-    """True where ``claim_several`` is one call: PostgreSQL and MariaDB
-    (migration 0018). SQLite's statements claim one job at a time."""
-    return claims_in_one_call(conn_or_engine)
-
-
 def claims_in_one_call(conn_or_engine: Any) -> bool:
-    """True where the claim is one call: PostgreSQL and MariaDB (migration 0009)."""
+    """True where the claim is one call: PostgreSQL and MariaDB (migration
+    0009), for one job or several (``claim_several``, migration 0018).
+    SQLite's statements claim one job at a time."""
     return conn_or_engine.dialect.name in ("postgresql", "mysql", "mariadb")
 
 

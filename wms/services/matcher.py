@@ -551,7 +551,7 @@ def _claim(runtime: Runtime, ctx: MatchContext, tq: TaskQueueView, debits: list[
     placement = _placement(runtime, ctx, tq, now)
     engine = runtime.engine
     given = [(d.scope, d.resource, d.amount, d.capacity) for d in debits]
-    several = count > 1 and match_db.claims_several_in_one_call(engine)
+    several = count > 1 and match_db.claims_in_one_call(engine)
 
     def attempt(conn: Connection) -> list[dict[str, Any]]:
         if several:
